@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/purerdma/rdma/internal/rdmanl"
+	"github.com/purerdma/rdma/internal/testutils"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+func TestMain(m *testing.M) { testutils.Main(m) }
+
+// fakeClient records the link requests it gets.
+type fakeClient struct {
+	calls  []string
+	links  []rdmanl.Link
+	err    error
+	closed int
+}
+
+func (f *fakeClient) NewLink(name, linkType, netdev string) error {
+	f.calls = append(f.calls, "NewLink "+name+" "+linkType+" "+netdev)
+	return f.err
+}
+
+func (f *fakeClient) DelLink(name string) error {
+	f.calls = append(f.calls, "DelLink "+name)
+	return f.err
+}
+
+func (f *fakeClient) Links() ([]rdmanl.Link, error) {
+	f.calls = append(f.calls, "Links")
+	return f.links, f.err
+}
+
+func (f *fakeClient) Close() error {
+	f.closed++
+	return nil
+}
+
+// useFakes points the commands at fakes for the rest of the test.
+func useFakes(t *testing.T, devs []uverbs.Device, c *fakeClient) {
+	t.Helper()
+	oldList, oldDial := listDevices, dialNetlink
+	listDevices = func() ([]uverbs.Device, error) { return devs, nil }
+	dialNetlink = func() (linkClient, error) { return c, nil }
+	t.Cleanup(func() { listDevices, dialNetlink = oldList, oldDial })
+}
+
+func runArgs(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		args    []string
+		message string // the line before the usage text, if any
+	}{
+		{nil, ""},
+		{[]string{"-h"}, ""},
+		{[]string{"--help"}, ""},
+		{[]string{"help"}, ""},
+		{[]string{"frobnicate"}, `purerdma: unknown command "frobnicate"`},
+		{[]string{"devices", "extra"}, "purerdma: devices takes no arguments"},
+		{[]string{"link", "-h"}, ""},
+		{[]string{"link", "frob"}, `purerdma: unknown link command "frob"`},
+		{[]string{"link", "add"}, "purerdma: link add needs a device name"},
+		{[]string{"link", "add", "rxe0"}, "purerdma: link add needs both type and netdev"},
+		{[]string{"link", "add", "rxe0", "type", "rxe"}, "purerdma: link add needs both type and netdev"},
+		{[]string{"link", "add", "rxe0", "type", "rxe", "netdev"}, `purerdma: link add: "netdev" needs a value`},
+		{[]string{"link", "add", "rxe0", "kind", "rxe", "netdev", "eth0"}, `purerdma: link add: unknown keyword "kind"`},
+		{[]string{"link", "add", "rxe0", "type", "rxe", "netdev", "eth0", "mtu"}, `purerdma: link add: "mtu" needs a value`},
+		{[]string{"link", "del"}, "purerdma: link del takes one device name"},
+		{[]string{"link", "delete", "a", "b"}, "purerdma: link delete takes one device name"},
+		{[]string{"link", "show", "a", "b"}, "purerdma: link show takes at most one device"},
+		{[]string{"link", "show", "rxe0/x"}, `purerdma: bad port in "rxe0/x"`},
+		{[]string{"link", "show", "rxe0/0"}, `purerdma: bad port in "rxe0/0"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			c := &fakeClient{}
+			useFakes(t, nil, c)
+			code, stdout, stderr := runArgs(tt.args...)
+			if code != 2 {
+				t.Errorf("exit status %d, want 2", code)
+			}
+			if stdout != "" {
+				t.Errorf("stdout = %q, want nothing", stdout)
+			}
+			want := usageText
+			if tt.message != "" {
+				want = tt.message + "\n" + usageText
+			}
+			if diff := cmp.Diff(want, stderr); diff != "" {
+				t.Errorf("stderr mismatch (-want +got):\n%s", diff)
+			}
+			if len(c.calls) != 0 {
+				t.Errorf("a bad command line reached netlink: %v", c.calls)
+			}
+		})
+	}
+}
+
+func TestLinkCommands(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"link", "add", "rxe0", "type", "rxe", "netdev", "eth0"}, []string{"NewLink rxe0 rxe eth0"}},
+		{[]string{"link", "add", "siw0", "netdev", "eth1", "type", "siw"}, []string{"NewLink siw0 siw eth1"}},
+		{[]string{"link", "del", "rxe0"}, []string{"DelLink rxe0"}},
+		{[]string{"link", "delete", "rxe1"}, []string{"DelLink rxe1"}},
+		{[]string{"link"}, []string{"Links"}},
+		{[]string{"link", "show"}, []string{"Links"}},
+		{[]string{"link", "list"}, []string{"Links"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			c := &fakeClient{}
+			useFakes(t, nil, c)
+			code, stdout, stderr := runArgs(tt.args...)
+			if code != 0 || stdout != "" || stderr != "" {
+				t.Errorf("run = %d, stdout %q, stderr %q; want 0 and no output", code, stdout, stderr)
+			}
+			if diff := cmp.Diff(tt.want, c.calls); diff != "" {
+				t.Errorf("netlink calls mismatch (-want +got):\n%s", diff)
+			}
+			if c.closed != 1 {
+				t.Errorf("connection closed %d times, want 1", c.closed)
+			}
+		})
+	}
+}
+
+func TestLinkShow(t *testing.T) {
+	links := []rdmanl.Link{
+		{DevIndex: 1, DevName: "rxe0", Port: 1, State: 4, PhysState: 5, NetdevIndex: 3, Netdev: "veth0"},
+		{DevIndex: 2, DevName: "rxe1", Port: 1, State: 1, PhysState: 3, NetdevIndex: 4, Netdev: "veth1"},
+		{DevIndex: 3, DevName: "mlx5_0", Port: 1, State: 4, PhysState: 5},
+		{DevIndex: 3, DevName: "mlx5_0", Port: 2, State: 9, PhysState: 42},
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"link"}, "" +
+			"link rxe0/1 state ACTIVE physical_state LINK_UP netdev veth0\n" +
+			"link rxe1/1 state DOWN physical_state DISABLED netdev veth1\n" +
+			"link mlx5_0/1 state ACTIVE physical_state LINK_UP\n" +
+			"link mlx5_0/2 state UNKNOWN physical_state UNKNOWN\n"},
+		{[]string{"link", "show", "rxe1"}, "link rxe1/1 state DOWN physical_state DISABLED netdev veth1\n"},
+		{[]string{"link", "list", "mlx5_0/2"}, "link mlx5_0/2 state UNKNOWN physical_state UNKNOWN\n"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			useFakes(t, nil, &fakeClient{links: links})
+			code, stdout, stderr := runArgs(tt.args...)
+			if code != 0 || stderr != "" {
+				t.Errorf("run = %d, stderr %q; want 0 and no errors", code, stderr)
+			}
+			if diff := cmp.Diff(tt.want, stdout); diff != "" {
+				t.Errorf("output mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	useFakes(t, nil, &fakeClient{links: links})
+	code, stdout, stderr := runArgs("link", "show", "rxe7")
+	if code != 1 || stdout != "" || stderr != "purerdma: link show rxe7: no such RDMA device\n" {
+		t.Errorf("link show rxe7 = %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestDevices(t *testing.T) {
+	useFakes(t, []uverbs.Device{
+		{Name: "mlx5_0", NodeGUID: 0x0002c90300a0b0c0},
+		{Name: "rxe0", NodeGUID: 0x505400fffe123456},
+		{Name: "a_device_name_longer_than_16", NodeGUID: 1},
+	}, &fakeClient{})
+	code, stdout, stderr := runArgs("devices")
+	want := "" +
+		"    device          \t   node GUID\n" +
+		"    ------          \t----------------\n" +
+		"    mlx5_0          \t0002c90300a0b0c0\n" +
+		"    rxe0            \t505400fffe123456\n" +
+		"    a_device_name_longer_than_16\t0000000000000001\n"
+	if code != 0 || stderr != "" {
+		t.Errorf("run = %d, stderr %q", code, stderr)
+	}
+	if diff := cmp.Diff(want, stdout); diff != "" {
+		t.Errorf("output mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	eexist := &rdmanl.OpError{Op: "NEWLINK", Device: "rxe0", Err: syscall.EEXIST}
+	c := &fakeClient{err: eexist}
+	useFakes(t, nil, c)
+	code, stdout, stderr := runArgs("link", "add", "rxe0", "type", "rxe", "netdev", "eth0")
+	if code != 1 || stdout != "" || stderr != "purerdma: rdma netlink NEWLINK rxe0: file exists\n" {
+		t.Errorf("run = %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if c.closed != 1 {
+		t.Errorf("connection closed %d times after an error, want 1", c.closed)
+	}
+
+	dialNetlink = func() (linkClient, error) {
+		return nil, &rdmanl.OpError{Op: "socket", Err: syscall.EPROTONOSUPPORT}
+	}
+	code, _, stderr = runArgs("link")
+	if code != 1 || !strings.HasPrefix(stderr, "purerdma: rdma netlink socket: ") {
+		t.Errorf("run with a failing dial = %d, stderr %q", code, stderr)
+	}
+
+	listDevices = func() ([]uverbs.Device, error) { return nil, errors.New("uverbs: listing devices: boom") }
+	code, stdout, stderr = runArgs("devices")
+	if code != 1 || stdout != "" || stderr != "purerdma: uverbs: listing devices: boom\n" {
+		t.Errorf("devices with a failing listing = %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestThisHost runs the commands against the real system: on a host
+// without RDMA, devices prints only the header and link fails cleanly.
+func TestThisHost(t *testing.T) {
+	code, stdout, stderr := runArgs("devices")
+	if code != 0 || stderr != "" {
+		t.Errorf("devices = %d, stderr %q", code, stderr)
+	}
+	if !strings.HasPrefix(stdout, "    device          \t   node GUID\n    ------          \t----------------\n") {
+		t.Errorf("devices printed no header:\n%s", stdout)
+	}
+	code, _, stderr = runArgs("link")
+	switch {
+	case code == 0 && stderr == "":
+	case code == 1 && strings.HasPrefix(stderr, "purerdma: rdma netlink "):
+		t.Logf("link: %s", stderr)
+	default:
+		t.Errorf("link = %d, stderr %q", code, stderr)
+	}
+}

@@ -1,0 +1,132 @@
+// Command rxevm runs a command inside a soft-RoCE QEMU VM:
+//
+//	go run ./cmd/rxevm [-kernel 6.1|6.12] [-timeout D] -- CMD [ARGS...]
+//
+// The VM has two rxe devices, rxe0 on veth0 (198.18.0.1) and rxe1 on veth1
+// (198.18.0.2); CMD runs as root in the current directory with the host's
+// files at the same paths and PURERDMA_REQUIRE_DEVICE=1 set. rxevm exits
+// with CMD's exit status, 124 when the timeout killed the VM, and 125 when
+// the VM itself failed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/purerdma/rdma/testenv/vm"
+)
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return fmt.Sprint(*m) }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	if vm.IsGuest(os.Args) {
+		vm.GuestMain()
+	}
+	os.Exit(run())
+}
+
+func run() int {
+	var cfg vm.Config
+	var writable multiFlag
+	fs := flag.NewFlagSet("rxevm", flag.ContinueOnError)
+	fs.StringVar(&cfg.Kernel, "kernel", envOr("PURERDMA_KERNEL", "6.1"), "Debian kernel: 6.1, 6.12 or a linux-image-* package (env PURERDMA_KERNEL)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "kill the VM after this long, boot included")
+	fs.BoolVar(&cfg.Refresh, "refresh", false, "look for a newer kernel package than the cached one")
+	fs.BoolVar(&cfg.Dmesg, "dmesg", false, "print the guest kernel log after the command")
+	fs.BoolVar(&cfg.Verbose, "v", false, "show the boot console too")
+	fs.IntVar(&cfg.MemoryMB, "m", 3072, "guest memory in MiB")
+	fs.Var(&writable, "rw", "host folder to mount read-write at the same path (repeatable)")
+	quiet := fs.Bool("q", false, "do not print the timing line")
+	gotest := fs.Bool("gotest", false, "CMD is a go test binary (go test -exec): the timeout follows -test.timeout plus 2m, and the binary's folder is writable")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: rxevm [flags] -- CMD [ARGS...]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	cfg.Args = fs.Args()
+	cfg.Writable = writable
+	if len(cfg.Args) == 0 {
+		fs.Usage()
+		return 2
+	}
+	if *gotest {
+		if err := adaptToGoTest(&cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "rxevm:", err)
+			return 2
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := vm.Run(ctx, cfg)
+	logRun(cfg, res)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return res.ExitCode
+	}
+	if !*quiet {
+		fmt.Fprintf(os.Stderr, "rxevm: kernel %s: boot %.1fs, command %.1fs, total %.1fs, exit %d\n",
+			res.Kernel.Release, res.Boot.Seconds(), res.Command.Seconds(), res.Total.Seconds(), res.ExitCode)
+	}
+	return res.ExitCode
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// adaptToGoTest fits the run to a go test binary: the VM outlives the
+// test's own -test.timeout (whose panic names the stuck test) by the boot
+// time, and the binary's folder takes -coverprofile and similar outputs.
+func adaptToGoTest(cfg *vm.Config) error {
+	cfg.Timeout = 10*time.Minute + 2*time.Minute
+	for _, a := range cfg.Args[1:] {
+		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("bad %s: %w", a, err)
+			}
+			cfg.Timeout = d + 2*time.Minute
+			if d == 0 {
+				cfg.Timeout = 0
+			}
+		}
+	}
+	cfg.Writable = append(cfg.Writable, filepath.Dir(cfg.Args[0]))
+	return nil
+}
+
+// logRun appends one JSON line per run to $PURERDMA_VMLOG, so CI can check
+// that the VM tests really ran, on which kernels, and how they ended.
+func logRun(cfg vm.Config, res vm.Result) {
+	path := os.Getenv("PURERDMA_VMLOG")
+	if path == "" {
+		return
+	}
+	line, _ := json.Marshal(map[string]any{
+		"kernel": cfg.Kernel, "release": res.Kernel.Release, "cmd": filepath.Base(cfg.Args[0]),
+		"exit": res.ExitCode, "boot_s": res.Boot.Seconds(), "total_s": res.Total.Seconds(),
+	})
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rxevm:", err)
+		return
+	}
+	defer f.Close()
+	f.Write(append(line, '\n'))
+}

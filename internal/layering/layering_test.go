@@ -1,0 +1,134 @@
+package layering
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/purerdma/rdma"
+
+// allowed lists, for each project package (by path below the module; a
+// trailing "/" covers a subtree), the project packages it may import. A
+// package missing here fails the test: new packages take a place in the
+// layering on purpose.
+var allowed = map[string][]string{
+	"mmio":               nil,
+	"internal/rdmanl":    nil,
+	"internal/layering":  nil,
+	"internal/testutils": nil,
+	"uverbs":             {"mmio", "internal/"},
+	"rdmacm":             {"uverbs", "mmio", "internal/"},
+	"rpma":               {"rdmacm", "uverbs", "mmio", "internal/"},
+	"testenv":            {"uverbs", "internal/"},
+	"testenv/vm":         {"internal/rdmanl"},
+	"cmd/":               {"uverbs", "rdmacm", "rpma", "mmio", "internal/", "testenv/vm"},
+}
+
+// lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few
+// places where raw kernel access lives.
+var lowLevel = []string{"mmio", "internal/rdmanl", "internal/sys", "internal/abi", "internal/evfd", "testenv/vm", "cmd/rxevm"}
+
+var rawImports = []string{"unsafe", "syscall", "golang.org/x/sys/unix"}
+
+var thirdParty = []string{"golang.org/x/sys/", "github.com/google/go-cmp/", "go.uber.org/goleak/"}
+
+type pkg struct {
+	ImportPath   string
+	Standard     bool
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+	CgoFiles     []string
+	Module       *struct{ Path string }
+}
+
+func list(t *testing.T) []pkg {
+	cmd := exec.Command("go", "list", "-json", "-deps", "-test", module+"/...")
+	cmd.Dir = "../.."
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func match(rel string, patterns []string) bool {
+	for _, p := range patterns {
+		if rel == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(rel, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+func rules(rel string) ([]string, bool) {
+	if r, ok := allowed[rel]; ok {
+		return r, true
+	}
+	for p, r := range allowed {
+		if strings.HasSuffix(p, "/") && strings.HasPrefix(rel, p) {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+func TestLayering(t *testing.T) {
+	if os.Getenv("PURERDMA_VM") != "" {
+		t.Skip("a source check: make lint runs it on the host")
+	}
+	for _, p := range list(t) {
+		if p.Standard || strings.Contains(p.ImportPath, " [") || strings.HasSuffix(p.ImportPath, ".test") {
+			continue // stdlib and test variants; each import list is checked below
+		}
+		if !strings.HasPrefix(p.ImportPath, module+"/") {
+			if !match(p.ImportPath+"/", thirdParty) && !match(p.ImportPath, thirdParty) {
+				t.Errorf("dependency %s is not on the allow-list (docs/architecture.md says how to add one)", p.ImportPath)
+			}
+			continue
+		}
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		mayImport, ok := rules(rel)
+		if !ok {
+			t.Errorf("package %s has no place in the layering: add it to allowed in %s", rel, "internal/layering")
+			continue
+		}
+		if len(p.CgoFiles) > 0 && !strings.Contains(rel, "testdata") {
+			t.Errorf("%s uses cgo (%v); library and tool code must build with CGO_ENABLED=0", rel, p.CgoFiles)
+		}
+		for _, imp := range p.Imports {
+			if slices.Contains(rawImports, imp) && !match(rel, lowLevel) {
+				t.Errorf("%s imports %s; raw kernel access belongs in one of %v", rel, imp, lowLevel)
+			}
+			if dep, ok := strings.CutPrefix(imp, module+"/"); ok && !match(dep, mayImport) {
+				t.Errorf("%s imports %s; it may import only %v", rel, dep, mayImport)
+			}
+			if imp == "testing" && !strings.HasPrefix(rel, "testenv") && !strings.HasPrefix(rel, "internal/testutils") {
+				t.Errorf("%s imports testing outside its tests", rel)
+			}
+		}
+		for _, imp := range append(p.TestImports, p.XTestImports...) {
+			if dep, ok := strings.CutPrefix(imp, module+"/"); ok && strings.HasPrefix(dep, "cmd/") {
+				t.Errorf("tests of %s import the command %s", rel, dep)
+			}
+		}
+	}
+}

@@ -1,0 +1,302 @@
+//go:build linux
+
+package rdmanl
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn is a NETLINK_RDMA socket. Its methods may be called from several
+// goroutines; requests are serialized.
+type Conn struct {
+	mu     sync.Mutex // serializes requests
+	f      *os.File
+	rc     syscall.RawConn
+	pid    uint32 // the socket's netlink port id
+	seq    uint32 // last sequence number used, under mu
+	closed atomic.Bool
+}
+
+// Dial opens a NETLINK_RDMA socket. On a kernel without RDMA support
+// (CONFIG_INFINIBAND unset, or ib_core not loaded) it fails with an
+// *OpError wrapping unix.EPROTONOSUPPORT.
+func Dial() (*Conn, error) {
+	return dial(netlinkRDMA)
+}
+
+// dial opens a netlink socket of the given protocol; tests use another
+// protocol to exercise the socket code on hosts without RDMA.
+func dial(proto int) (*Conn, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, proto)
+	if err != nil {
+		oe := &OpError{Op: "socket", Err: err}
+		if errors.Is(err, unix.EPROTONOSUPPORT) && proto == netlinkRDMA {
+			oe.Message = "the kernel offers no RDMA netlink: it needs CONFIG_INFINIBAND and the ib_core module"
+		}
+		return nil, oe
+	}
+	if err := setup(fd); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		return nil, &OpError{Op: "getsockname", Err: err}
+	}
+	nsa, ok := sa.(*unix.SockaddrNetlink)
+	if !ok {
+		unix.Close(fd)
+		return nil, &OpError{Op: "getsockname", Err: fmt.Errorf("unexpected address type %T", sa)}
+	}
+	// The fd is non-blocking; os.File parks waiting goroutines on the
+	// runtime poller, and Close wakes them.
+	f := os.NewFile(uintptr(fd), "rdma-netlink")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, &OpError{Op: "socket", Err: err}
+	}
+	return &Conn{f: f, rc: rc, pid: nsa.Pid, seq: rand.Uint32()}, nil
+}
+
+func setup(fd int) error {
+	// Extended ACKs carry the kernel's error text; capped ACKs keep the
+	// kernel from echoing our request back. Kernels before 4.12 lack
+	// these options, which only cost error detail.
+	for _, opt := range []struct {
+		name string
+		opt  int
+	}{{"NETLINK_EXT_ACK", unix.NETLINK_EXT_ACK}, {"NETLINK_CAP_ACK", unix.NETLINK_CAP_ACK}} {
+		err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, opt.opt, 1)
+		if err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
+			return &OpError{Op: "setsockopt " + opt.name, Err: err}
+		}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return &OpError{Op: "bind", Err: err}
+	}
+	return nil
+}
+
+// Close closes the socket. It is safe to call more than once and wakes a
+// request blocked in another goroutine.
+func (c *Conn) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if err := c.f.Close(); err != nil {
+		return &OpError{Op: "close", Err: err}
+	}
+	return nil
+}
+
+// SetDeadline sets a deadline for the requests on c; a zero time clears
+// it. A request past the deadline fails with an error matching
+// os.ErrDeadlineExceeded.
+func (c *Conn) SetDeadline(t time.Time) error {
+	return c.f.SetDeadline(t)
+}
+
+// NewLink creates a software RDMA device name of type linkType ("rxe" or
+// "siw") on top of the network device netdev, like
+// "rdma link add NAME type TYPE netdev NETDEV". It needs CAP_NET_ADMIN.
+func (c *Conn) NewLink(name, linkType, netdev string) error {
+	_, err := c.execute(cmdNewLink, name, false, func(seq uint32) []byte {
+		return newLinkRequest(seq, name, linkType, netdev)
+	})
+	var oe *OpError
+	if errors.As(err, &oe) && errors.Is(oe.Err, unix.ENODEV) && oe.Message == "" {
+		oe.Message = fmt.Sprintf("network device %q not found", netdev)
+	}
+	return err
+}
+
+// DelLink removes the software RDMA device name, like "rdma link delete
+// NAME". A missing device gives an error matching os.ErrNotExist.
+func (c *Conn) DelLink(name string) error {
+	devs, err := c.Devices()
+	if err != nil {
+		return err
+	}
+	for _, d := range devs {
+		if d.Name == name {
+			_, err := c.execute(cmdDelLink, name, false, func(seq uint32) []byte {
+				return delLinkRequest(seq, d.Index)
+			})
+			return err
+		}
+	}
+	return &OpError{Op: cmdName(cmdDelLink), Device: name, Err: ErrNoDevice}
+}
+
+// Devices lists the RDMA devices in the kernel's index order.
+func (c *Conn) Devices() ([]Device, error) {
+	msgs, err := c.execute(cmdGet, "", true, getDumpRequest)
+	if err != nil {
+		return nil, err
+	}
+	devs := make([]Device, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Header.Type != nldevType(cmdGet) {
+			continue
+		}
+		d, err := parseDevice(m.Data)
+		if err != nil {
+			return nil, &OpError{Op: cmdName(cmdGet), Err: err}
+		}
+		devs = append(devs, d)
+	}
+	return devs, nil
+}
+
+// Links lists the ports of every RDMA device, like "rdma link show".
+// The kernel dumps ports one device at a time, so this is one GET dump
+// followed by a PORT_GET dump per device.
+func (c *Conn) Links() ([]Link, error) {
+	devs, err := c.Devices()
+	if err != nil {
+		return nil, err
+	}
+	var links []Link
+	for _, d := range devs {
+		msgs, err := c.execute(cmdPortGet, d.Name, true, func(seq uint32) []byte {
+			return portDumpRequest(seq, d.Index)
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			if m.Header.Type != nldevType(cmdPortGet) {
+				continue
+			}
+			l, err := parseLink(m.Data)
+			if err != nil {
+				return nil, &OpError{Op: cmdName(cmdPortGet), Device: d.Name, Err: err}
+			}
+			links = append(links, l)
+		}
+	}
+	return links, nil
+}
+
+// execute sends one request and collects the replies that belong to it:
+// up to the ACK for a plain request, up to NLMSG_DONE for a dump.
+func (c *Conn) execute(op uint16, dev string, dump bool, build func(seq uint32) []byte) ([]message, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fail := func(err error, msg string) error {
+		return &OpError{Op: cmdName(op), Device: dev, Err: err, Message: msg}
+	}
+	if c.closed.Load() {
+		return nil, fail(os.ErrClosed, "")
+	}
+	c.seq++
+	seq := c.seq
+	if err := c.send(build(seq)); err != nil {
+		return nil, fail(err, "")
+	}
+	x := exchange{dump: dump, seq: seq, pid: c.pid}
+	for {
+		msgs, err := c.recv()
+		if err != nil {
+			return nil, fail(err, "")
+		}
+		done, err := x.handle(msgs)
+		if err != nil {
+			var ke kernelError
+			if errors.As(err, &ke) {
+				return nil, fail(ke.Errno, ke.Message)
+			}
+			return nil, fail(err, "")
+		}
+		if done {
+			return x.replies, nil
+		}
+	}
+}
+
+// send writes one request to the kernel (port id 0).
+func (c *Conn) send(b []byte) error {
+	var serr error
+	err := c.rc.Write(func(fd uintptr) bool {
+		for {
+			serr = unix.Sendto(int(fd), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+			if serr != unix.EINTR {
+				break
+			}
+		}
+		return serr != unix.EAGAIN
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("sendto: %w", serr)
+	}
+	return nil
+}
+
+// recv reads one datagram and splits it into messages. Datagrams from
+// anyone but the kernel are dropped.
+func (c *Conn) recv() ([]message, error) {
+	buf := make([]byte, os.Getpagesize())
+	for {
+		// Peek with MSG_TRUNC to learn the datagram's full size.
+		n, _, err := c.recvfrom(buf, unix.MSG_PEEK|unix.MSG_TRUNC)
+		if err != nil {
+			return nil, err
+		}
+		if n > len(buf) {
+			buf = make([]byte, n)
+		}
+		n, from, err := c.recvfrom(buf, 0)
+		if err != nil {
+			return nil, err
+		}
+		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
+			continue
+		}
+		if n > len(buf) {
+			return nil, fmt.Errorf("recvfrom: datagram of %d bytes truncated to %d", n, len(buf))
+		}
+		msgs, err := parseMessages(buf[:n:n])
+		if err != nil {
+			return nil, err
+		}
+		return msgs, nil
+	}
+}
+
+func (c *Conn) recvfrom(buf []byte, flags int) (int, unix.Sockaddr, error) {
+	var (
+		n    int
+		from unix.Sockaddr
+		rerr error
+	)
+	err := c.rc.Read(func(fd uintptr) bool {
+		for {
+			n, from, rerr = unix.Recvfrom(int(fd), buf, flags)
+			if rerr != unix.EINTR {
+				break
+			}
+		}
+		return rerr != unix.EAGAIN
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if rerr != nil {
+		return 0, nil, fmt.Errorf("recvfrom: %w", rerr)
+	}
+	return n, from, nil
+}

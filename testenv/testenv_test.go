@@ -1,0 +1,74 @@
+package testenv
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/purerdma/rdma/internal/testutils"
+)
+
+func TestMain(m *testing.M) { testutils.Main(m) }
+
+// recorder is a testing.TB whose Skipf and Fatalf record instead of
+// ending the test.
+type recorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped = fmt.Sprintf(format, args...)
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+}
+
+func TestRequireDevice(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		want bool
+	}{{"", false}, {"0", false}, {"true", false}, {"1", true}} {
+		t.Setenv("PURERDMA_REQUIRE_DEVICE", tt.env)
+		if got := RequireDevice(); got != tt.want {
+			t.Errorf("PURERDMA_REQUIRE_DEVICE=%q: RequireDevice() = %v, want %v", tt.env, got, tt.want)
+		}
+	}
+}
+
+// TestTooFewDevices asks for more devices than any machine has: outside
+// the VM that skips with the command to run, inside it fails.
+func TestTooFewDevices(t *testing.T) {
+	t.Run("host", func(t *testing.T) {
+		t.Setenv("PURERDMA_REQUIRE_DEVICE", "")
+		r := &recorder{TB: t}
+		if devs := Devices(r, 1000); devs != nil {
+			t.Errorf("Devices = %v, want nil", devs)
+		}
+		if r.failed != "" {
+			t.Errorf("failed: %s", r.failed)
+		}
+		want := "RDMA device"
+		if !strings.Contains(r.skipped, want) || !strings.Contains(r.skipped, "go test -exec scripts/vmexec ./testenv") {
+			t.Errorf("skip message %q does not mention %q and the VM command for ./testenv", r.skipped, want)
+		}
+	})
+	t.Run("VM", func(t *testing.T) {
+		t.Setenv("PURERDMA_REQUIRE_DEVICE", "1")
+		r := &recorder{TB: t}
+		Devices(r, 1000)
+		if r.skipped != "" {
+			t.Errorf("skipped: %s", r.skipped)
+		}
+		if !strings.Contains(r.failed, "promised") {
+			t.Errorf("failure message %q does not say the VM promised devices", r.failed)
+		}
+	})
+}
+
+func TestPackagePattern(t *testing.T) {
+	if got := packagePattern(); got != "./testenv" {
+		t.Errorf("packagePattern() = %q, want ./testenv", got)
+	}
+}

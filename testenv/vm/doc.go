@@ -1,0 +1,11 @@
+// Package vm runs a command inside a QEMU virtual machine with soft-RoCE:
+// a stock Debian kernel, a veth pair (198.18.0.1 / 198.18.0.2) and two rxe
+// devices, rxe0 on veth0 and rxe1 on veth1. The host's root is the VM's
+// root (read-only, under a throw-away tmpfs overlay), so test binaries and
+// tools built on the host run unchanged at the same paths.
+//
+// The host half ([Run]) fetches the kernel package into a cache on first
+// use, builds a small busybox initramfs, starts qemu and streams the
+// command's output. The guest half ([GuestMain]) is the same executable
+// started as PID 1 inside the VM. See docs/testing.md.
+package vm

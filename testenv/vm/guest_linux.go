@@ -1,0 +1,197 @@
+package vm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/purerdma/rdma/internal/rdmanl"
+	"golang.org/x/sys/unix"
+)
+
+// The guest network: a veth pair with one rxe device on each end.
+// These addresses exist only inside the VM.
+const (
+	addr0 = "198.18.0.1"
+	addr1 = "198.18.0.2"
+)
+
+// IsGuest reports whether the process was started by the VM's init as the
+// runner's guest half.
+func IsGuest(args []string) bool { return len(args) == 2 && args[1] == guestArg }
+
+const outDir = "/run/rxevm"
+
+// GuestMain is the VM's PID 1 after the chroot: it sets up the network
+// and rxe devices, runs the command on the console, reports its exit
+// status through the out share and powers off. It never returns.
+func GuestMain() {
+	st := guestRun()
+	if b, err := json.Marshal(st); err == nil {
+		os.WriteFile(filepath.Join(outDir, "status.json"), b, 0o644)
+	}
+	saveDmesg()
+	unix.Sync()
+	unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	select {}
+}
+
+func guestRun() guestStatus {
+	var gc guestConfig
+	b, err := os.ReadFile(filepath.Join(outDir, "config.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &gc)
+	}
+	if err != nil {
+		return guestStatus{Error: "reading the run config: " + err.Error()}
+	}
+	console, err := os.OpenFile("/dev/console", os.O_WRONLY, 0)
+	if err != nil {
+		return guestStatus{Error: err.Error()}
+	}
+	// Raw output: no \n -> \r\n, so the command's bytes reach the host as
+	// they were written.
+	if t, err := unix.IoctlGetTermios(int(console.Fd()), unix.TCGETS); err == nil {
+		t.Oflag &^= unix.OPOST
+		unix.IoctlSetTermios(int(console.Fd()), unix.TCSETS, t)
+	}
+	os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	unix.Sethostname([]byte("rxevm"))
+	if err := setupNetwork(); err != nil {
+		return guestStatus{Error: err.Error()}
+	}
+	if err := setupRXE(); err != nil {
+		return guestStatus{Error: err.Error()}
+	}
+
+	// Look the command up in the host's PATH, as the host would.
+	for _, kv := range gc.Env {
+		if p, ok := strings.CutPrefix(kv, "PATH="); ok {
+			os.Setenv("PATH", p)
+		}
+	}
+	cmd := exec.Command(gc.Args[0], gc.Args[1:]...)
+	cmd.Dir = gc.Dir
+	cmd.Env = gc.Env
+	cmd.Stdout = console
+	cmd.Stderr = console
+	fmt.Fprintf(console, "\nRXEVM-START-%s\n", gc.Marker)
+	start := time.Now()
+	err = cmd.Run()
+	st := guestStatus{Command: time.Since(start)}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		ws := exitErr.Sys().(syscall.WaitStatus)
+		st.ExitCode = ws.ExitStatus()
+		if ws.Signaled() {
+			st.ExitCode = 128 + int(ws.Signal())
+			fmt.Fprintf(console, "rxevm: command killed by %v\n", ws.Signal())
+		}
+	default:
+		fmt.Fprintf(console, "rxevm: %v\n", err)
+		st.ExitCode = 127
+	}
+	fmt.Fprintf(console, "\nRXEVM-END-%s\n", gc.Marker)
+	return st
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// setupNetwork builds veth0 (198.18.0.1) <-> veth1 (198.18.0.2) in the one
+// network namespace rxe supports on 6.1, and the routing that keeps
+// traffic between them on the veths instead of lo (see
+// docs/testing.md).
+func setupNetwork() error {
+	for _, c := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "add", "veth0", "type", "veth", "peer", "name", "veth1"},
+		{"addr", "add", addr0 + "/24", "dev", "veth0"},
+		{"addr", "add", addr1 + "/24", "dev", "veth1"},
+		{"link", "set", "veth0", "up"},
+		{"link", "set", "veth1", "up"},
+		{"rule", "add", "pref", "100", "lookup", "local"},
+		{"rule", "del", "pref", "0"},
+		{"route", "add", addr1, "dev", "veth0", "src", addr0, "table", "101"},
+		{"route", "add", addr0, "dev", "veth1", "src", addr1, "table", "102"},
+		{"rule", "add", "pref", "10", "iif", "lo", "from", addr0, "to", addr1, "lookup", "101"},
+		{"rule", "add", "pref", "11", "iif", "lo", "from", addr1, "to", addr0, "lookup", "102"},
+		{"rule", "add", "pref", "12", "iif", "lo", "from", "0.0.0.0/32", "to", addr0, "lookup", "102"},
+	} {
+		if err := run("ip", c...); err != nil {
+			return err
+		}
+	}
+	// The receiving veth would drop rxe's UDP from a local address as a
+	// martian.
+	for _, dev := range []string{"all", "default", "veth0", "veth1"} {
+		for k, v := range map[string]string{"accept_local": "1", "rp_filter": "0"} {
+			p := "/proc/sys/net/ipv4/conf/" + dev + "/" + k
+			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	// Pinned neighbours: no cold ARP in the first address resolution.
+	for _, n := range [][3]string{{addr1, "veth1", "veth0"}, {addr0, "veth0", "veth1"}} {
+		mac, err := os.ReadFile("/sys/class/net/" + n[1] + "/address")
+		if err != nil {
+			return err
+		}
+		if err := run("ip", "neigh", "replace", n[0], "lladdr", strings.TrimSpace(string(mac)), "dev", n[2], "nud", "permanent"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupRXE adds rxe0 on veth0 and rxe1 on veth1 over RDMA netlink and
+// waits for both ports to be ACTIVE.
+func setupRXE() error {
+	c, err := rdmanl.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, l := range [][2]string{{"rxe0", "veth0"}, {"rxe1", "veth1"}} {
+		if err := c.NewLink(l[0], "rxe", l[1]); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, dev := range []string{"rxe0", "rxe1"} {
+		for {
+			b, _ := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/state")
+			if strings.Contains(string(b), "ACTIVE") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s port 1 not ACTIVE after 10s (state %q)", dev, strings.TrimSpace(string(b)))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// saveDmesg leaves the kernel log in the out share for -dmesg.
+func saveDmesg() {
+	buf := make([]byte, 1<<20)
+	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err == nil && n > 0 {
+		os.WriteFile(filepath.Join(outDir, "dmesg"), buf[:n], 0o644)
+	}
+}

@@ -1,0 +1,323 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Exit codes for failures of the VM itself, as timeout(1) and
+// docker run use them, so they don't look like the command's own.
+const (
+	ExitTimeout  = 124 // the run passed its timeout and was killed
+	ExitVMFailed = 125 // the VM never reached the command, or died under it
+)
+
+// Config describes one run.
+type Config struct {
+	Kernel   string        // "6.1", "6.12" or a linux-image-* package
+	Refresh  bool          // ask apt for the newest package of Kernel
+	Timeout  time.Duration // the whole run, boot included; 0 = none
+	Args     []string      // the command; Args[0] is looked up in PATH inside the VM
+	Dir      string        // working directory; default the current one
+	Env      []string      // environment; default os.Environ()
+	Writable []string      // host folders mounted read-write at the same path
+	MemoryMB int           // default 3072
+	CPUs     int           // default 2
+	Stdout   io.Writer     // the command's output (stdout and stderr, merged)
+	Stderr   io.Writer     // the runner's own messages
+	Dmesg    bool          // print the guest kernel log after the command
+	Verbose  bool          // pass boot messages through
+}
+
+// Result is what a run measured.
+type Result struct {
+	ExitCode int
+	Kernel   Kernel
+	Boot     time.Duration // from starting qemu to the command starting
+	Command  time.Duration
+	Total    time.Duration
+}
+
+// guestConfig is handed to the guest half through the out share.
+type guestConfig struct {
+	Args   []string
+	Dir    string
+	Env    []string
+	Marker string
+}
+
+// guestStatus comes back from the guest.
+type guestStatus struct {
+	ExitCode int
+	Error    string // setup failure before the command ran
+	Command  time.Duration
+}
+
+const guestArg = "__rxevm_guest__"
+
+// Run boots a VM, runs cfg.Args inside it and returns its exit code. The
+// error is non-nil only when the VM failed (Result.ExitCode is then
+// ExitTimeout or ExitVMFailed); a command that fails is not an error.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	res := Result{ExitCode: ExitVMFailed}
+	if len(cfg.Args) == 0 {
+		return res, errors.New("rxevm: no command")
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(cfg.Stderr, format+"\n", a...) }
+	if cfg.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return res, fmt.Errorf("rxevm: %w", err)
+		}
+		cfg.Dir = wd
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.MemoryMB == 0 {
+		cfg.MemoryMB = 3072
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+
+	k, err := ResolveKernel(ctx, cfg.Kernel, cfg.Refresh, logf)
+	if err != nil {
+		return res, err
+	}
+	res.Kernel = k
+	initrd, err := buildInitramfs(k)
+	if err != nil {
+		return res, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return res, fmt.Errorf("rxevm: %w", err)
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+
+	out, err := os.MkdirTemp("", "rxevm-")
+	if err != nil {
+		return res, fmt.Errorf("rxevm: %w", err)
+	}
+	defer os.RemoveAll(out)
+	marker := make([]byte, 8)
+	rand.Read(marker)
+	gc := guestConfig{Args: cfg.Args, Dir: cfg.Dir, Env: guestEnv(cfg.Env, k), Marker: hex.EncodeToString(marker)}
+	var shares strings.Builder
+	var virtfs []string
+	for i, w := range cfg.Writable {
+		abs, err := filepath.Abs(w)
+		if err != nil {
+			return res, fmt.Errorf("rxevm: %w", err)
+		}
+		if strings.ContainsAny(abs, " \t\n,") {
+			return res, fmt.Errorf("rxevm: writable folder %q: spaces and commas are not supported", abs)
+		}
+		tag := "rw" + strconv.Itoa(i)
+		fmt.Fprintf(&shares, "%s %s\n", tag, abs)
+		virtfs = append(virtfs, "-virtfs", "local,path="+abs+",mount_tag="+tag+",security_model=none,multidevs=remap")
+	}
+	files := map[string][]byte{"exe": []byte(exe), "shares": []byte(shares.String())}
+	if files["config.json"], err = json.Marshal(gc); err != nil {
+		return res, fmt.Errorf("rxevm: %w", err)
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return res, fmt.Errorf("rxevm: %w", err)
+		}
+	}
+
+	args := []string{
+		"-accel", "tcg,thread=multi", "-cpu", "max",
+		"-m", strconv.Itoa(cfg.MemoryMB), "-smp", strconv.Itoa(cfg.CPUs),
+		"-display", "none", "-no-reboot", "-nic", "none", "-nodefaults", "-serial", "stdio",
+		"-kernel", k.Vmlinuz(), "-initrd", initrd,
+		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 oops=panic",
+		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
+		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none",
+	}
+	args = append(args, virtfs...)
+	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var qemuErr bytes.Buffer
+	qemu.Stderr = &qemuErr
+	console := &consoleFilter{start: []byte("\nRXEVM-START-" + gc.Marker + "\n"), end: []byte("\nRXEVM-END-" + gc.Marker + "\n"), out: cfg.Stdout, verbose: cfg.Verbose}
+	qemu.Stdout = console
+	qemu.WaitDelay = 2 * time.Second
+
+	start := time.Now()
+	console.started = func() { res.Boot = time.Since(start) }
+	runErr := qemu.Run()
+	res.Total = time.Since(start)
+
+	if ctx.Err() != nil {
+		res.ExitCode = ExitTimeout
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return res, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed", cfg.Timeout, k.Release)
+		}
+		return res, fmt.Errorf("rxevm: interrupted; the VM was killed")
+	}
+	if cfg.Dmesg {
+		if b, err := os.ReadFile(filepath.Join(out, "dmesg")); err == nil {
+			fmt.Fprintf(cfg.Stderr, "rxevm: guest kernel log:\n%s", b)
+		}
+	}
+	var st guestStatus
+	b, statusErr := os.ReadFile(filepath.Join(out, "status.json"))
+	if statusErr == nil {
+		statusErr = json.Unmarshal(b, &st)
+	}
+	switch {
+	case statusErr == nil && st.Error != "":
+		return res, fmt.Errorf("rxevm: VM set-up failed before the command ran (kernel %s): %s%s", k.Release, st.Error, console.tail())
+	case statusErr == nil:
+		res.ExitCode = st.ExitCode
+		res.Command = st.Command
+		return res, nil
+	}
+	why := "the VM stopped before the command ran"
+	if res.Boot != 0 {
+		why = "the VM died while the command ran"
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "init-error")); err == nil {
+		why += ": " + strings.TrimSpace(string(b))
+	}
+	if console.panicked() {
+		why += " (kernel panic)"
+	}
+	if runErr != nil {
+		why += fmt.Sprintf(" (qemu: %v %s)", runErr, strings.TrimSpace(qemuErr.String()))
+	}
+	return res, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
+}
+
+// guestEnv is the host environment plus what tells tests they are in the
+// VM and must find devices.
+func guestEnv(env []string, k Kernel) []string {
+	var out []string
+	for _, kv := range env {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "PURERDMA_REQUIRE_DEVICE", "PURERDMA_VM", "PURERDMA_VM_KERNEL":
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PURERDMA_REQUIRE_DEVICE=1", "PURERDMA_VM="+k.Release, "PURERDMA_VM_PACKAGE="+k.Package)
+}
+
+// consoleFilter passes the serial console through between the guest's
+// start and end markers. What comes before (boot) is kept for error
+// reports; kernel messages after the start still pass, so a panic under
+// the command is visible.
+type consoleFilter struct {
+	start, end []byte
+	out        io.Writer
+	verbose    bool
+	started    func()
+
+	state   int // 0 boot, 1 command, 2 after
+	pending []byte
+	boot    []byte // boot output, bounded
+	all     []byte // last bytes seen, for panic detection
+}
+
+func (c *consoleFilter) Write(p []byte) (int, error) {
+	c.all = appendBounded(c.all, p, 64<<10)
+	c.pending = append(c.pending, p...)
+	for {
+		switch c.state {
+		case 0:
+			if i := bytes.Index(c.pending, c.start); i >= 0 {
+				c.keepBoot(c.pending[:i])
+				c.pending = c.pending[i+len(c.start):]
+				c.state = 1
+				if c.started != nil {
+					c.started()
+				}
+				continue
+			}
+			n := len(c.pending) - overlap(c.pending, c.start)
+			c.keepBoot(c.pending[:n])
+			c.pending = c.pending[n:]
+		case 1:
+			if i := bytes.Index(c.pending, c.end); i >= 0 {
+				c.out.Write(c.pending[:i])
+				c.pending = c.pending[i+len(c.end):]
+				c.state = 2
+				continue
+			}
+			n := len(c.pending) - overlap(c.pending, c.end)
+			c.out.Write(c.pending[:n])
+			c.pending = c.pending[n:]
+		case 2:
+			c.pending = c.pending[:0]
+		}
+		return len(p), nil
+	}
+}
+
+func (c *consoleFilter) keepBoot(p []byte) {
+	if c.verbose {
+		c.out.Write(p)
+	}
+	c.boot = appendBounded(c.boot, p, 64<<10)
+}
+
+func (c *consoleFilter) panicked() bool { return bytes.Contains(c.all, []byte("Kernel panic")) }
+
+// tail is the console's last lines, for error messages.
+func (c *consoleFilter) tail() string {
+	t := bytes.TrimSpace(c.all)
+	lines := bytes.Split(t, []byte("\n"))
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	if len(t) == 0 {
+		return ""
+	}
+	return "\n--- last console output ---\n" + string(bytes.Join(lines, []byte("\n")))
+}
+
+// overlap is the length of the longest suffix of p that is a prefix of m:
+// bytes that may be the start of a marker split across writes.
+func overlap(p, m []byte) int {
+	for n := min(len(p), len(m)-1); n > 0; n-- {
+		if bytes.HasSuffix(p, m[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
+func appendBounded(dst, p []byte, limit int) []byte {
+	dst = append(dst, p...)
+	if len(dst) > limit {
+		dst = append(dst[:0], dst[len(dst)-limit:]...)
+	}
+	return dst
+}

@@ -1,0 +1,176 @@
+package vm
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCPIOUnpacks checks the archive with an independent reader, busybox's
+// cpio, which the VM needs anyway.
+func TestCPIOUnpacks(t *testing.T) {
+	if _, err := os.Stat(busyboxPath); err != nil {
+		t.Skip("busybox-static not installed (scripts/install-deps)")
+	}
+	var buf bytes.Buffer
+	c := &cpioWriter{w: &buf}
+	c.Dir("d")
+	c.File("d/f", 0o644, []byte("hello"))
+	c.File("odd", 0o755, []byte("abc")) // length not a multiple of 4
+	c.Symlink("d/l", "f")
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len()%4 != 0 {
+		t.Errorf("archive length %d not 4-aligned", buf.Len())
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(busyboxPath, "cpio", "-i", "-d")
+	cmd.Dir = dir
+	cmd.Stdin = &buf
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("busybox cpio -i -d: %v: %s", err, out)
+	}
+	for name, want := range map[string]string{"d/f": "hello", "odd": "abc", "d/l": "hello"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "odd")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("odd mode = %v, %v; want 0755", fi.Mode(), err)
+	}
+}
+
+func TestVersionLess(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"linux-image-6.1.0-9-amd64-unsigned", "linux-image-6.1.0-56-amd64-unsigned", true},
+		{"linux-image-6.1.0-56-amd64-unsigned", "linux-image-6.1.0-9-amd64-unsigned", false},
+		{"linux-image-6.12.107+deb12-amd64-unsigned", "linux-image-6.12.117+deb12-amd64-unsigned", true},
+		{"linux-image-6.12.117+deb12-amd64-unsigned", "linux-image-6.12.117+deb12-amd64-unsigned", false},
+	} {
+		if got := versionLess(tc.a, tc.b); got != tc.want {
+			t.Errorf("versionLess(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestPackagePattern(t *testing.T) {
+	re61, _ := packagePattern("6.1")
+	re612, _ := packagePattern("6.12")
+	for _, tc := range []struct {
+		name      string
+		v61, v612 bool
+	}{
+		{"linux-image-6.1.0-56-amd64-unsigned", true, false},
+		{"linux-image-6.1.0-56-cloud-amd64-unsigned", false, false},
+		{"linux-image-6.1.0-56-rt-amd64-unsigned", false, false},
+		{"linux-image-6.12.117+deb12-amd64-unsigned", false, true},
+		{"linux-image-6.12.117+deb12-amd64-unsigned-dbg", false, false},
+	} {
+		if got := re61.MatchString(tc.name); got != tc.v61 {
+			t.Errorf("6.1 matches %s = %v", tc.name, got)
+		}
+		if got := re612.MatchString(tc.name); got != tc.v612 {
+			t.Errorf("6.12 matches %s = %v", tc.name, got)
+		}
+	}
+	if _, err := packagePattern("six"); err == nil {
+		t.Error("packagePattern(six) succeeded")
+	}
+}
+
+// TestConsoleFilter feeds the console one byte at a time, so markers are
+// split across writes, and checks only the command's bytes pass.
+func TestConsoleFilter(t *testing.T) {
+	start, end := "\nRXEVM-START-ab\n", "\nRXEVM-END-ab\n"
+	stream := "boot noise\r\n" + start + "line 1\nRXEVM-START-a partial\n\nno newline" + end + "reboot: Power down\r\n"
+	for _, chunk := range []int{1, 3, 7, len(stream)} {
+		var out bytes.Buffer
+		started := 0
+		c := &consoleFilter{start: []byte(start), end: []byte(end), out: &out, started: func() { started++ }}
+		for s := stream; s != ""; {
+			n := min(chunk, len(s))
+			c.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+		if diff := cmp.Diff("line 1\nRXEVM-START-a partial\n\nno newline", out.String()); diff != "" {
+			t.Errorf("chunk %d: output (-want +got):\n%s", chunk, diff)
+		}
+		if started != 1 {
+			t.Errorf("chunk %d: started called %d times", chunk, started)
+		}
+		if !strings.Contains(string(c.boot), "boot noise") {
+			t.Errorf("chunk %d: boot output not kept: %q", chunk, c.boot)
+		}
+	}
+}
+
+func TestGuestEnv(t *testing.T) {
+	got := guestEnv([]string{"A=1", "PURERDMA_REQUIRE_DEVICE=0", "PURERDMA_VM=x"}, Kernel{Release: "6.1.0-1-amd64", Package: "p"})
+	want := []string{"A=1", "PURERDMA_REQUIRE_DEVICE=1", "PURERDMA_VM=6.1.0-1-amd64", "PURERDMA_VM_PACKAGE=p"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("guestEnv (-want +got):\n%s", diff)
+	}
+}
+
+// TestResolveModules runs the resolver on the cached kernels, when a
+// previous VM run left them there.
+func TestResolveModules(t *testing.T) {
+	cache, err := CacheDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(cache, "kernels", "linux-image-*"))
+	if len(dirs) == 0 {
+		t.Skip("no kernel in the cache yet (make vmtest fetches them)")
+	}
+	for _, d := range dirs {
+		rel, err := kernelRelease(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := Kernel{Dir: d, Release: rel}
+		mods, err := resolveModules(k.ModulesDir(), bootModules)
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		pos := map[string]int{}
+		for i, m := range mods {
+			pos[m.name] = i
+			deps, err := moduleDepends(m.data)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", rel, m.name, err)
+			}
+			for _, dep := range deps {
+				if p, ok := pos[normalizeModule(dep)]; ok && p > i {
+					t.Errorf("%s: %s loads before its dependency %s", rel, m.name, dep)
+				}
+			}
+		}
+		for _, must := range []string{"rdma_rxe", "ib_uverbs", "rdma_ucm", "ib_core", "veth"} {
+			if _, ok := pos[must]; !ok {
+				t.Errorf("%s: %s missing from %v", rel, must, names(mods))
+			}
+		}
+		if p, ok := pos["crc32_generic"]; ok && p > pos["rdma_rxe"] {
+			t.Errorf("%s: crc32_generic must load before rdma_rxe", rel)
+		}
+	}
+}
+
+func names(ms []module) []string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.name)
+	}
+	return s
+}
