@@ -17,16 +17,21 @@ const module = "github.com/purerdma/rdma"
 // package missing here fails the test: new packages take a place in the
 // layering on purpose.
 var allowed = map[string][]string{
-	"mmio":               nil,
-	"internal/rdmanl":    nil,
-	"internal/layering":  nil,
-	"internal/testutils": nil,
-	"uverbs":             {"mmio", "internal/"},
-	"rdmacm":             {"uverbs", "mmio", "internal/"},
-	"rpma":               {"rdmacm", "uverbs", "mmio", "internal/"},
-	"testenv":            {"uverbs", "internal/"},
-	"testenv/vm":         {"internal/rdmanl"},
-	"cmd/":               {"uverbs", "rdmacm", "rpma", "mmio", "internal/", "testenv/vm"},
+	"mmio":                 nil,
+	"internal/rdmanl":      nil,
+	"internal/abi":         nil,
+	"internal/sys":         {"internal/abi"},
+	"internal/evfd":        {"internal/sys"},
+	"internal/cmd/genabi":  {"internal/cmd/genabi/"},
+	"internal/cmd/genabi/": {"internal/cmd/genabi/"},
+	"internal/layering":    nil,
+	"internal/testutils":   nil,
+	"uverbs":               {"mmio", "internal/"},
+	"rdmacm":               {"uverbs", "mmio", "internal/"},
+	"rpma":                 {"rdmacm", "uverbs", "mmio", "internal/"},
+	"testenv":              {"uverbs", "internal/"},
+	"testenv/vm":           {"internal/rdmanl"},
+	"cmd/":                 {"uverbs", "rdmacm", "rpma", "mmio", "internal/", "testenv/vm"},
 }
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few

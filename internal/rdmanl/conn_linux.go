@@ -159,6 +159,28 @@ func (c *Conn) Devices() ([]Device, error) {
 	return devs, nil
 }
 
+// Chardev asks which character device client (e.g. "uverbs") exposes for
+// the RDMA device at index, with its ABI version and, for uverbs, the
+// driver id the kernel expects in ioctl headers.
+func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
+	msgs, err := c.execute(cmdChardev, client, false, func(seq uint32) []byte {
+		return chardevRequest(seq, index, client)
+	})
+	if err != nil {
+		return Chardev{}, err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == nldevType(cmdChardev) {
+			cd, err := parseChardev(m.Data)
+			if err != nil {
+				return Chardev{}, &OpError{Op: cmdName(cmdChardev), Err: err}
+			}
+			return cd, nil
+		}
+	}
+	return Chardev{}, &OpError{Op: cmdName(cmdChardev), Err: errors.New("no reply")}
+}
+
 // Links lists the ports of every RDMA device, like "rdma link show".
 // The kernel dumps ports one device at a time, so this is one GET dump
 // followed by a PORT_GET dump per device.

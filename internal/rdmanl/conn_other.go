@@ -36,3 +36,7 @@ func (c *Conn) Devices() ([]Device, error) { return nil, errUnsupported(cmdName(
 
 // Links fails: RDMA netlink exists only on Linux.
 func (c *Conn) Links() ([]Link, error) { return nil, errUnsupported(cmdName(cmdPortGet)) }
+
+func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
+	return Chardev{}, errUnsupported(cmdName(cmdChardev))
+}

@@ -43,10 +43,11 @@ const (
 const (
 	clientNLDEV = 5 // RDMA_NL_NLDEV
 
-	cmdGet     = 1 // RDMA_NLDEV_CMD_GET
-	cmdNewLink = 3 // RDMA_NLDEV_CMD_NEWLINK
-	cmdDelLink = 4 // RDMA_NLDEV_CMD_DELLINK
-	cmdPortGet = 5 // RDMA_NLDEV_CMD_PORT_GET
+	cmdGet     = 1  // RDMA_NLDEV_CMD_GET
+	cmdNewLink = 3  // RDMA_NLDEV_CMD_NEWLINK
+	cmdDelLink = 4  // RDMA_NLDEV_CMD_DELLINK
+	cmdPortGet = 5  // RDMA_NLDEV_CMD_PORT_GET
+	cmdChardev = 15 // RDMA_NLDEV_CMD_GET_CHARDEV
 
 	attrDevIndex      = 1  // RDMA_NLDEV_ATTR_DEV_INDEX, u32
 	attrDevName       = 2  // RDMA_NLDEV_ATTR_DEV_NAME, string
@@ -61,6 +62,11 @@ const (
 	attrNdevName      = 51 // RDMA_NLDEV_ATTR_NDEV_NAME, string
 	attrLinkType      = 65 // RDMA_NLDEV_ATTR_LINK_TYPE, string
 	attrDevProtocol   = 67 // RDMA_NLDEV_ATTR_DEV_PROTOCOL, string
+	attrChardevType   = 69 // RDMA_NLDEV_ATTR_CHARDEV_TYPE, string
+	attrChardevName   = 70 // RDMA_NLDEV_ATTR_CHARDEV_NAME, string
+	attrChardevABI    = 71 // RDMA_NLDEV_ATTR_CHARDEV_ABI, u64
+	attrChardev       = 72 // RDMA_NLDEV_ATTR_CHARDEV, u64 (dev_t)
+	attrUverbsDriver  = 73 // RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, u32
 )
 
 // nldevType is RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, op).
@@ -77,6 +83,8 @@ func cmdName(op uint16) string {
 		return "DELLINK"
 	case cmdPortGet:
 		return "PORT_GET"
+	case cmdChardev:
+		return "GET_CHARDEV"
 	}
 	return fmt.Sprintf("command %d", op)
 }
@@ -481,4 +489,38 @@ func parseLink(b []byte) (Link, error) {
 		}
 	}
 	return l, nil
+}
+
+// chardevRequest encodes RDMA_NLDEV_CMD_GET_CHARDEV: which character
+// device a client (e.g. "uverbs") exposes for the device at index.
+func chardevRequest(seq, index uint32, client string) []byte {
+	e := newRequest(nldevType(cmdChardev), flagRequest|flagAck, seq)
+	e.uint32(attrDevIndex, index)
+	e.string(attrChardevType, client)
+	return e.finish()
+}
+
+// parseChardev decodes a RDMA_NLDEV_CMD_GET_CHARDEV reply.
+func parseChardev(b []byte) (Chardev, error) {
+	var c Chardev
+	attrs, err := parseAttrs(b)
+	if err != nil {
+		return c, err
+	}
+	for _, a := range attrs {
+		switch a.Type {
+		case attrChardevName:
+			c.Name = a.string()
+		case attrChardevABI:
+			c.ABI, err = a.uint64()
+		case attrChardev:
+			c.Dev, err = a.uint64()
+		case attrUverbsDriver:
+			c.DriverID, err = a.uint32()
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }

@@ -105,3 +105,11 @@ type noDeviceError struct{}
 
 func (noDeviceError) Error() string        { return "no such RDMA device" }
 func (noDeviceError) Is(target error) bool { return target == fs.ErrNotExist }
+
+// Chardev is a character device an RDMA device exposes to a client.
+type Chardev struct {
+	Name     string // e.g. "uverbs0"
+	Dev      uint64 // dev_t
+	ABI      uint64 // the client's ABI version
+	DriverID uint32 // uverbs: enum rdma_driver_id
+}

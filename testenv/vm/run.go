@@ -109,7 +109,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Kernel = k
 	initrd, err := buildInitramfs(k)
 	if err != nil {
 		return res, err
@@ -120,9 +119,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	exe, _ = filepath.EvalSymlinks(exe)
 
+	for attempt := 1; ; attempt++ {
+		res, retry, err := boot(ctx, cfg, k, initrd, exe)
+		if !retry || attempt == bootAttempts {
+			return res, err
+		}
+		logf("rxevm: boot %d of %d failed before the command started; booting again: %v", attempt, bootAttempts, err)
+	}
+}
+
+// bootAttempts bounds boots that fail before the command starts. QEMU's
+// multi-threaded TCG occasionally runs a stale int3 while the kernel
+// patches its own text early in boot (an oops in sched_clock_cpu on
+// 6.12); the command has not run yet, so booting again is safe. A VM that
+// dies after the command started is never retried.
+const bootAttempts = 3
+
+// boot runs one VM. retry reports a failure before the command started.
+func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Result, retry bool, err error) {
+	res = Result{ExitCode: ExitVMFailed, Kernel: k}
 	out, err := os.MkdirTemp("", "rxevm-")
 	if err != nil {
-		return res, fmt.Errorf("rxevm: %w", err)
+		return res, false, fmt.Errorf("rxevm: %w", err)
 	}
 	defer os.RemoveAll(out)
 	marker := make([]byte, 8)
@@ -133,10 +151,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for i, w := range cfg.Writable {
 		abs, err := filepath.Abs(w)
 		if err != nil {
-			return res, fmt.Errorf("rxevm: %w", err)
+			return res, false, fmt.Errorf("rxevm: %w", err)
 		}
 		if strings.ContainsAny(abs, " \t\n,") {
-			return res, fmt.Errorf("rxevm: writable folder %q: spaces and commas are not supported", abs)
+			return res, false, fmt.Errorf("rxevm: writable folder %q: spaces and commas are not supported", abs)
 		}
 		tag := "rw" + strconv.Itoa(i)
 		fmt.Fprintf(&shares, "%s %s\n", tag, abs)
@@ -144,11 +162,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	files := map[string][]byte{"exe": []byte(exe), "shares": []byte(shares.String())}
 	if files["config.json"], err = json.Marshal(gc); err != nil {
-		return res, fmt.Errorf("rxevm: %w", err)
+		return res, false, fmt.Errorf("rxevm: %w", err)
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
-			return res, fmt.Errorf("rxevm: %w", err)
+			return res, false, fmt.Errorf("rxevm: %w", err)
 		}
 	}
 
@@ -178,9 +196,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if ctx.Err() != nil {
 		res.ExitCode = ExitTimeout
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return res, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed", cfg.Timeout, k.Release)
+			return res, false, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed", cfg.Timeout, k.Release)
 		}
-		return res, fmt.Errorf("rxevm: interrupted; the VM was killed")
+		return res, false, fmt.Errorf("rxevm: interrupted; the VM was killed")
 	}
 	if cfg.Dmesg {
 		if b, err := os.ReadFile(filepath.Join(out, "dmesg")); err == nil {
@@ -194,11 +212,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	switch {
 	case statusErr == nil && st.Error != "":
-		return res, fmt.Errorf("rxevm: VM set-up failed before the command ran (kernel %s): %s%s", k.Release, st.Error, console.tail())
+		return res, false, fmt.Errorf("rxevm: VM set-up failed before the command ran (kernel %s): %s%s", k.Release, st.Error, console.tail())
 	case statusErr == nil:
 		res.ExitCode = st.ExitCode
 		res.Command = st.Command
-		return res, nil
+		return res, false, nil
 	}
 	why := "the VM stopped before the command ran"
 	if res.Boot != 0 {
@@ -213,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if runErr != nil {
 		why += fmt.Sprintf(" (qemu: %v %s)", runErr, strings.TrimSpace(qemuErr.String()))
 	}
-	return res, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
+	return res, res.Boot == 0, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
 }
 
 // guestEnv is the host environment plus what tells tests they are in the

@@ -1,0 +1,125 @@
+package evfd
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/internal/sys"
+	"golang.org/x/sys/unix"
+)
+
+// An eventfd stands in for the uverbs event fds: same poll semantics.
+func newEventFD(t *testing.T) (*File, int) {
+	t.Helper()
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(fd, "test eventfd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(dup) })
+	return f, dup
+}
+
+func signal(t *testing.T, fd int) {
+	var b [8]byte
+	b[0] = 1
+	if _, err := unix.Write(fd, b[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadWakesOnData(t *testing.T) {
+	f, w := newEventFD(t)
+	defer f.Close()
+	go func() { time.Sleep(20 * time.Millisecond); signal(t, w) }()
+	var b [8]byte
+	n, err := f.Read(context.Background(), b[:])
+	if err != nil || n != 8 || b[0] != 1 {
+		t.Fatalf("Read = %d, %v, %v", n, err, b)
+	}
+}
+
+func TestReadCancel(t *testing.T) {
+	f, w := newEventFD(t)
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	var b [8]byte
+	if _, err := f.Read(ctx, b[:]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Read after cancel = %v, want context.Canceled", err)
+	}
+	// The cancelled wait's deadline must not leak into the next one.
+	signal(t, w)
+	if n, err := f.Read(context.Background(), b[:]); err != nil || n != 8 {
+		t.Fatalf("Read after a cancelled Read = %d, %v", n, err)
+	}
+}
+
+func TestReadClose(t *testing.T) {
+	f, _ := newEventFD(t)
+	done := make(chan error)
+	go func() {
+		var b [8]byte
+		_, err := f.Read(context.Background(), b[:])
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	f.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, sys.ErrClosed) {
+			t.Fatalf("Read after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Read")
+	}
+}
+
+func TestSecondWaiterBusy(t *testing.T) {
+	f, w := newEventFD(t)
+	defer f.Close()
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		var b [8]byte
+		err := f.Wait(context.Background(), func(fd int) error {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+			_, err := unix.Read(fd, b[:])
+			return err
+		})
+		done <- err
+	}()
+	<-started
+	var b [8]byte
+	if _, err := f.Read(context.Background(), b[:]); !errors.Is(err, sys.ErrBusy) {
+		t.Errorf("second Read = %v, want ErrBusy", err)
+	}
+	signal(t, w)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeadlineAlreadyPassed(t *testing.T) {
+	f, _ := newEventFD(t)
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var b [8]byte
+	if _, err := f.Read(ctx, b[:]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Read = %v", err)
+	}
+}

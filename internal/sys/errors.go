@@ -1,0 +1,67 @@
+package sys
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// Sentinels, re-exported by the public packages.
+var (
+	// ErrNotSupported matches errors for features the kernel, the device
+	// or this library does not have.
+	ErrNotSupported = errors.New("not supported")
+	// ErrClosed is os.ErrClosed: the object was closed.
+	ErrClosed = os.ErrClosed
+	// ErrBusy means a bounded resource is full (a send queue, a waiter
+	// slot); retrying later may succeed. It is returned at once instead of
+	// blocking.
+	ErrBusy = errors.New("resource busy")
+)
+
+// Error is a failed kernel call: the operation and the errno.
+type Error struct {
+	Op  string // e.g. "uverbs CREATE_CQ"
+	Err error  // usually a syscall.Errno
+}
+
+func (e *Error) Error() string { return e.Op + ": " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errno values that mean "not supported" match ErrNotSupported.
+func (e *Error) Is(target error) bool {
+	if target != ErrNotSupported {
+		return false
+	}
+	switch e.Err {
+	case syscall.EOPNOTSUPP, syscall.EPROTONOSUPPORT, syscall.ENOSYS:
+		return true
+	}
+	return false
+}
+
+// NotSupported is an error matching ErrNotSupported that names the
+// feature and, when known, the kernel version that added it.
+func NotSupported(feature string) error {
+	return &notSupported{feature}
+}
+
+type notSupported struct{ feature string }
+
+func (e *notSupported) Error() string        { return e.feature + ": not supported" }
+func (e *notSupported) Is(target error) bool { return target == ErrNotSupported }
+
+// errnoErr wraps err from a syscall; nil stays nil.
+func errnoErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: op, Err: err}
+}
+
+// InUse is the error for closing an object others still depend on: it
+// matches EBUSY.
+func InUse(op string, users int) error {
+	return &Error{Op: op, Err: fmt.Errorf("%w: %d objects still use it", syscall.EBUSY, users)}
+}

@@ -1,0 +1,111 @@
+package sys
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// FD is a command file descriptor (/dev/infiniband/uverbsN,
+// /dev/infiniband/rdma_cm). Calls hold a read lock so Close cannot
+// release the number while a call runs (and let another open reuse it).
+// The uverbs command fd has no poll support, so it stays a raw fd.
+type FD struct {
+	mu  sync.RWMutex
+	raw int // -1 once closed
+}
+
+// Open opens a character device read-write, close-on-exec.
+func Open(path string) (*FD, error) {
+	raw, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, errnoErr("open "+path, err)
+	}
+	return &FD{raw: raw}, nil
+}
+
+// Close closes the fd once; later calls return ErrClosed.
+func (f *FD) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.raw < 0 {
+		return ErrClosed
+	}
+	err := unix.Close(f.raw)
+	f.raw = -1
+	return errnoErr("close", err)
+}
+
+// Do runs fn with the raw fd, or returns ErrClosed.
+func (f *FD) Do(fn func(raw int) error) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.raw < 0 {
+		return ErrClosed
+	}
+	return fn(f.raw)
+}
+
+// Write writes one whole command buffer; a short write is an error.
+func (f *FD) Write(op string, b []byte) error {
+	return f.Do(func(raw int) error {
+		n, err := unix.Write(raw, b)
+		if err != nil {
+			return errnoErr(op, err)
+		}
+		if n != len(b) {
+			return &Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+		}
+		return nil
+	})
+}
+
+// ioctl issues one ioctl whose argument is Go memory the caller keeps
+// alive and pinned.
+func ioctl(raw int, req uintptr, arg unsafe.Pointer) error {
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(raw), req, uintptr(arg))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// Mmap maps length bytes of the device at offset, shared read-write.
+func (f *FD) Mmap(op string, offset int64, length int) ([]byte, error) {
+	var b []byte
+	err := f.Do(func(raw int) error {
+		var err error
+		b, err = unix.Mmap(raw, offset, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		return errnoErr(op, err)
+	})
+	return b, err
+}
+
+// Munmap unmaps memory from Mmap.
+func Munmap(b []byte) error { return errnoErr("munmap", unix.Munmap(b)) }
+
+// Pointer is a user address handed to the kernel in a 64-bit field. The
+// memory must stay alive and unmoved (pinned or heap) across the call.
+type Pointer uint64
+
+// PointerTo returns the address of b's first byte (0 for an empty slice).
+func PointerTo(b []byte) Pointer {
+	if len(b) == 0 {
+		return 0
+	}
+	return Pointer(uintptr(unsafe.Pointer(&b[0])))
+}
+
+// pin keeps Go memory in place across a call.
+type pinner struct{ runtime.Pinner }
+
+func (p *pinner) bytes(b []byte) Pointer {
+	if len(b) == 0 {
+		return 0
+	}
+	p.Pin(&b[0])
+	return PointerTo(b)
+}

@@ -1,0 +1,57 @@
+package sys
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/purerdma/rdma/internal/abi"
+)
+
+// Command issues a legacy write() command: the header, then in (the core
+// request followed by driver data). When the command has a response,
+// in's response field must already hold PointerTo(out) (core response
+// followed by driver data); out stays pinned across the call.
+func (f *FD) Command(op string, cmd uint32, in, out []byte) error {
+	const hdr = int(unsafe.Sizeof(abi.CmdHdr{}))
+	if (hdr+len(in))%4 != 0 || len(out)%4 != 0 || (hdr+len(in))/4 > 0xffff || len(out)/4 > 0xffff {
+		return &Error{Op: op, Err: fmt.Errorf("bad command size %d/%d", len(in), len(out))}
+	}
+	b := make([]byte, hdr+len(in))
+	binary.NativeEndian.PutUint32(b[0:], cmd)
+	binary.NativeEndian.PutUint16(b[4:], uint16((hdr+len(in))/4))
+	binary.NativeEndian.PutUint16(b[6:], uint16(len(out)/4))
+	copy(b[hdr:], in)
+	var p pinner
+	defer p.Unpin()
+	p.bytes(out)
+	return f.Write(op, b)
+}
+
+// CommandEx issues an extended write() command. in and out are the core
+// request and response (multiples of 8 bytes); driverIn and driverOut the
+// provider's. The kernel writes the core response, then driverOut, at the
+// response address.
+func (f *FD) CommandEx(op string, cmd uint32, in, driverIn []byte, outLen, driverOutLen int) ([]byte, error) {
+	const hdr = int(unsafe.Sizeof(abi.CmdHdr{})) + int(unsafe.Sizeof(abi.ExCmdHdr{}))
+	if len(in)%8 != 0 || len(driverIn)%8 != 0 || outLen%8 != 0 || driverOutLen%8 != 0 {
+		return nil, &Error{Op: op, Err: fmt.Errorf("bad extended command size")}
+	}
+	out := make([]byte, outLen+driverOutLen)
+	var p pinner
+	defer p.Unpin()
+	resp := p.bytes(out)
+	b := make([]byte, hdr+len(in)+len(driverIn))
+	binary.NativeEndian.PutUint32(b[0:], cmd|abi.IB_USER_VERBS_CMD_FLAG_EXTENDED)
+	binary.NativeEndian.PutUint16(b[4:], uint16(len(in)/8))
+	binary.NativeEndian.PutUint16(b[6:], uint16(outLen/8))
+	binary.NativeEndian.PutUint64(b[8:], uint64(resp))
+	binary.NativeEndian.PutUint16(b[16:], uint16(len(driverIn)/8))
+	binary.NativeEndian.PutUint16(b[18:], uint16(driverOutLen/8))
+	copy(b[hdr:], in)
+	copy(b[hdr+len(in):], driverIn)
+	if err := f.Write(op, b); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,95 @@
+package uverbs
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/evfd"
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// CompChannel is a completion channel (ibv_comp_channel): a file
+// descriptor that reports armed CQs with new completions. Any number of
+// CQs may share one.
+//
+// Wait blocks through the Go runtime poller (no thread is held); one
+// goroutine waits at a time, and a second concurrent Wait fails at once
+// with ErrBusy. Close wakes a waiting Wait.
+type CompChannel struct {
+	resource
+	f   *evfd.File
+	mu  sync.Mutex
+	cqs map[uint64]*CQ
+}
+
+// CreateCompChannel creates a completion channel (ibv_create_comp_channel).
+func (c *Context) CreateCompChannel() (*CompChannel, error) {
+	if c.closed.Load() {
+		return nil, errClosedContext
+	}
+	var req abi.CreateCompChannel
+	var resp abi.CreateCompChannelResp
+	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	if err := c.fd.Command("uverbs CREATE_COMP_CHANNEL", abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+		return nil, err
+	}
+	f, err := evfd.New(int(resp.FD), "uverbs completion channel")
+	if err != nil {
+		return nil, err
+	}
+	ch := &CompChannel{f: f, cqs: map[uint64]*CQ{}}
+	ch.resource = resource{ctx: c, kind: "completion channel", closer: f.Close}
+	c.track(&ch.resource)
+	return ch, nil
+}
+
+// Close closes the channel (ibv_destroy_comp_channel); it fails with
+// EBUSY while CQs use it.
+func (ch *CompChannel) Close() error { return ch.close() }
+
+// Fd is the channel's file descriptor, for a caller's own epoll loop: it
+// is readable when Wait would return at once. Valid until Close.
+func (ch *CompChannel) Fd() int { return ch.f.Fd() }
+
+// Wait blocks until an armed CQ on the channel has a completion event and
+// returns that CQ (ibv_get_cq_event). Re-arm it with RequestNotify before
+// polling it empty, so no completion goes unreported. Wait returns
+// ctx.Err() when ctx ends first and ErrClosed after Close.
+func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	for {
+		var desc [8]byte // struct ib_uverbs_comp_event_desc
+		n, err := ch.f.Read(ctx, desc[:])
+		if err != nil {
+			return nil, err
+		}
+		if n != len(desc) {
+			return nil, &sys.Error{Op: "uverbs completion channel read", Err: fmt.Errorf("%d bytes, want %d", n, len(desc))}
+		}
+		ch.mu.Lock()
+		cq := ch.cqs[binary.NativeEndian.Uint64(desc[:])]
+		ch.mu.Unlock()
+		if cq != nil { // nil: a CQ destroyed after the event was queued
+			cq.events.Add(1)
+			return cq, nil
+		}
+	}
+}
+
+func (ch *CompChannel) add(handle uint64, cq *CQ) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	ch.cqs[handle] = cq
+}
+
+func (ch *CompChannel) removeCQ(cq *CQ) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for h, c := range ch.cqs {
+		if c == cq {
+			delete(ch.cqs, h)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package uverbs
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// CQConfig describes a completion queue.
+type CQConfig struct {
+	// Size is the minimum number of completions the CQ holds; the
+	// device may round it up (CQ.Size says what it got).
+	Size int
+	// Channel, if set, receives an event when the CQ was armed with
+	// RequestNotify and a completion arrives. Several CQs may share one.
+	Channel *CompChannel
+	// CompVector selects the completion vector (0 .. NumCompVectors-1).
+	CompVector int
+	// TD, if set, makes Poll lock-free: one goroutine at a time only.
+	TD *TD
+}
+
+// CQ is a completion queue (ibv_cq). Poll reads completions from memory
+// shared with the kernel, without a system call.
+//
+// Poll, RequestNotify, Resize and Close are safe for concurrent use
+// unless the CQ was created with a TD.
+type CQ struct {
+	resource
+	mu         sync.Mutex
+	locks      bool
+	q          cqQueue
+	size       int
+	channel    *CompChannel
+	td         *TD
+	userHandle uint64
+	events     atomic.Uint32 // completion events delivered by the channel
+	acked      atomic.Uint32
+}
+
+// CreateCQ creates a completion queue (ibv_create_cq).
+func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
+	if c.closed.Load() {
+		return nil, errClosedContext
+	}
+	if cfg.Size < 1 {
+		return nil, fmt.Errorf("uverbs: CreateCQ: size %d: must be at least 1", cfg.Size)
+	}
+	if cfg.CompVector < 0 || cfg.CompVector >= max(c.numCompVectors, 1) {
+		return nil, fmt.Errorf("uverbs: CreateCQ: completion vector %d: the device has %d", cfg.CompVector, c.numCompVectors)
+	}
+	if cfg.Channel != nil {
+		if err := cfg.Channel.usable(c); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TD != nil {
+		if err := cfg.TD.usable(c); err != nil {
+			return nil, err
+		}
+	}
+	cq := &CQ{locks: lockFor(cfg.TD), channel: cfg.Channel, td: cfg.TD}
+	cq.resource = resource{ctx: c, kind: "CQ"}
+	userHandle := c.newUserHandle(cq)
+	cq.userHandle = userHandle
+
+	var respCQE uint32
+	m := sys.NewMethod("uverbs CQ_CREATE", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
+	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
+	m.Out(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, abi.Bytes(&respCQE))
+	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(cfg.Size), 4)
+	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, userHandle, 8)
+	if cfg.Channel != nil {
+		m.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cfg.Channel.f.Fd())
+	}
+	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint64(cfg.CompVector), 4)
+	m.FD(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())
+	m.Optional()
+	driverOut := c.driverData(m, c.prov.cqDriverData)
+	if err := c.exec(m); err != nil {
+		c.dropUserHandle(userHandle)
+		return nil, err
+	}
+	cq.handle = uint32(m.Result(h))
+	cq.size = int(respCQE)
+	cq.closer = cq.destroy
+	q, err := c.prov.newCQ(cq, driverOut)
+	if err != nil {
+		cq.destroy()
+		return nil, err
+	}
+	cq.q = q
+	if cfg.Channel != nil {
+		cfg.Channel.add(userHandle, cq)
+		cfg.Channel.use()
+	}
+	if cfg.TD != nil {
+		cfg.TD.use()
+	}
+	c.track(&cq.resource)
+	return cq, nil
+}
+
+// driverData adds the provider's driver data to a create method and
+// returns the buffer the kernel fills.
+func (c *Context) driverData(m *sys.Method, fn func() ([]byte, int)) []byte {
+	in, outLen := fn()
+	if len(in) > 0 {
+		m.In(abi.UVERBS_ATTR_UHW_IN, in)
+	}
+	if outLen == 0 {
+		return nil
+	}
+	out := make([]byte, outLen)
+	m.Out(abi.UVERBS_ATTR_UHW_OUT, out)
+	return out
+}
+
+func (cq *CQ) destroy() error {
+	if cq.locks {
+		cq.mu.Lock()
+		defer cq.mu.Unlock()
+	}
+	var resp abi.DestroyCQResp
+	m := sys.NewMethod("uverbs CQ_DESTROY", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY)
+	m.Handle(abi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle)
+	m.Out(abi.UVERBS_ATTR_DESTROY_CQ_RESP, abi.Bytes(&resp))
+	if err := m.Exec(cq.ctx.fd, cq.ctx.driverID); err != nil {
+		return err
+	}
+	var err error
+	if cq.q != nil {
+		err = cq.q.unmap()
+	}
+	cq.ctx.dropUserHandle(cq.userHandle)
+	if cq.channel != nil {
+		cq.channel.removeCQ(cq)
+		cq.channel.release()
+	}
+	if cq.td != nil {
+		cq.td.release()
+	}
+	return err
+}
+
+// Close destroys the CQ (ibv_destroy_cq). It fails with EBUSY, and the CQ
+// stays usable, while QPs or SRQs use it.
+func (cq *CQ) Close() error { return cq.close() }
+
+// Size is how many completions the CQ holds.
+func (cq *CQ) Size() int { return cq.size }
+
+// Poll moves up to len(wc) completions into wc and returns how many
+// (ibv_poll_cq). It makes no system call and does not allocate.
+func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq.locks {
+		cq.mu.Lock()
+		defer cq.mu.Unlock()
+	}
+	if cq.closed.Load() {
+		return 0, errClosedCQ
+	}
+	return cq.q.poll(wc), nil
+}
+
+var errClosedCQ = &sys.Error{Op: "uverbs: CQ", Err: ErrClosed}
+
+// RequestNotify arms the CQ: its channel gets an event for the next
+// completion, or with solicitedOnly for the next solicited or error
+// completion (ibv_req_notify_cq). One event per arming.
+func (cq *CQ) RequestNotify(solicitedOnly bool) error {
+	if err := cq.alive(); err != nil {
+		return err
+	}
+	req := abi.ReqNotifyCQ{CQHandle: cq.handle}
+	if solicitedOnly {
+		req.SolicitedOnly = 1
+	}
+	return cq.ctx.fd.Command("uverbs REQ_NOTIFY_CQ", abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, abi.Bytes(&req), nil)
+}
+
+// AckEvents acknowledges n completion events returned by the channel's
+// Wait (ibv_ack_cq_events). Go's garbage collector makes unacknowledged
+// events harmless; the count is kept for Unacked.
+func (cq *CQ) AckEvents(n int) { cq.acked.Add(uint32(n)) }
+
+// Unacked is how many events Wait returned for this CQ that AckEvents has
+// not acknowledged.
+func (cq *CQ) Unacked() int { return int(cq.events.Load() - cq.acked.Load()) }
+
+// Resize changes the CQ's size, keeping its completions (ibv_resize_cq).
+func (cq *CQ) Resize(size int) error {
+	if size < 1 {
+		return fmt.Errorf("uverbs: CQ.Resize: size %d: must be at least 1", size)
+	}
+	if cq.locks {
+		cq.mu.Lock()
+		defer cq.mu.Unlock()
+	}
+	if err := cq.alive(); err != nil {
+		return err
+	}
+	drvLen := cq.q.resizeDriverOutLen()
+	resp := make([]byte, int(abiSize[abi.ResizeCQResp]())+drvLen)
+	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(size)}
+	req.Response = uint64(sys.PointerTo(resp))
+	if err := cq.ctx.fd.Command("uverbs RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, abi.Bytes(&req), resp); err != nil {
+		return err
+	}
+	var core abi.ResizeCQResp
+	copy(abi.Bytes(&core), resp)
+	cq.size = int(core.CQE)
+	return cq.q.resized(resp[len(abi.Bytes(&core)):])
+}
+
+// abiSize is the size of a kernel struct.
+func abiSize[T any]() uintptr {
+	var v T
+	return uintptr(len(abi.Bytes(&v)))
+}
