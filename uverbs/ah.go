@@ -1,7 +1,64 @@
 package uverbs
 
-// AH is an address handle (ibv_ah). (Being written.)
+import (
+	"fmt"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// AH is an address handle (ibv_ah): the destination of UD sends.
 type AH struct {
 	resource
-	num uint32 // rxe: the kernel's AH index for UD send WQEs
+	pd   *PD
+	attr AHAttr
+	num  uint32 // rxe: the kernel's AH index, carried in UD send WQEs
 }
+
+// CreateAH creates an address handle (ibv_create_ah). On RoCE the
+// address must be global (IsGlobal, GRH.DGID, GRH.SGIDIndex).
+func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+	c := pd.ctx
+	if err := pd.alive(); err != nil {
+		return nil, err
+	}
+	if attr.PortNum == 0 {
+		return nil, fmt.Errorf("uverbs: CreateAH: port 0 (ports count from 1): %w", errInvalid)
+	}
+	ah := &AH{pd: pd, attr: attr}
+	ah.resource = resource{ctx: c, kind: "AH"}
+	drvLen := c.prov.ahDriverOutLen()
+	resp := make([]byte, abi.OffsetofCreateAHRespDriverData+drvLen)
+	req := abi.CreateAH{PDHandle: pd.handle, Attr: abi.AHAttr{
+		GRH: abi.GlobalRoute{DGID: attr.GRH.DGID, FlowLabel: attr.GRH.FlowLabel, SGIDIndex: attr.GRH.SGIDIndex,
+			HopLimit: attr.GRH.HopLimit, TrafficClass: attr.GRH.TrafficClass},
+		DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
+		IsGlobal: boolByte(attr.IsGlobal), PortNum: attr.PortNum,
+	}}
+	req.Response = uint64(sys.PointerTo(resp))
+	if err := c.fd.Command("uverbs CREATE_AH", abi.IB_USER_VERBS_CMD_CREATE_AH, abi.Bytes(&req), resp); err != nil {
+		return nil, err
+	}
+	var core abi.CreateAHResp
+	copy(abi.Bytes(&core), resp)
+	ah.handle = core.AHHandle
+	c.prov.ahCreated(ah, resp[abi.OffsetofCreateAHRespDriverData:])
+	ah.closer = func() error {
+		m := sys.NewMethod("uverbs AH_DESTROY", abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY)
+		m.Handle(abi.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
+		if err := m.Exec(c.fd, c.driverID); err != nil {
+			return err
+		}
+		pd.release()
+		return nil
+	}
+	pd.use()
+	c.track(&ah.resource)
+	return ah, nil
+}
+
+// Attr is the address the AH was created with.
+func (ah *AH) Attr() AHAttr { return ah.attr }
+
+// Close destroys the AH (ibv_destroy_ah).
+func (ah *AH) Close() error { return ah.close() }

@@ -34,6 +34,7 @@ type Context struct {
 	closed         atomic.Bool
 	userHandles    atomic.Uint64
 	byHandle       sync.Map // user handle -> *CQ, *QP or *SRQ, for events
+	caps           deviceCaps
 }
 
 // OpenOptions tune Open. The zero value is fine.

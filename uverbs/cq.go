@@ -204,7 +204,7 @@ func (cq *CQ) Resize(size int) error {
 		return err
 	}
 	drvLen := cq.q.resizeDriverOutLen()
-	resp := make([]byte, int(abiSize[abi.ResizeCQResp]())+drvLen)
+	resp := make([]byte, abi.OffsetofResizeCQRespDriverData+drvLen)
 	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(size)}
 	req.Response = uint64(sys.PointerTo(resp))
 	if err := cq.ctx.fd.Command("uverbs RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, abi.Bytes(&req), resp); err != nil {
@@ -213,7 +213,7 @@ func (cq *CQ) Resize(size int) error {
 	var core abi.ResizeCQResp
 	copy(abi.Bytes(&core), resp)
 	cq.size = int(core.CQE)
-	return cq.q.resized(resp[len(abi.Bytes(&core)):])
+	return cq.q.resized(resp[abi.OffsetofResizeCQRespDriverData:])
 }
 
 // abiSize is the size of a kernel struct.

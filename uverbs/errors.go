@@ -1,6 +1,10 @@
 package uverbs
 
-import "github.com/purerdma/rdma/internal/sys"
+import (
+	"fmt"
+
+	"github.com/purerdma/rdma/internal/sys"
+)
 
 // Errors from this package match these with errors.Is, as well as the
 // errno the kernel returned (errors.Is(err, unix.EINVAL)).
@@ -17,3 +21,36 @@ var (
 )
 
 var errClosedContext = &sys.Error{Op: "uverbs: context", Err: ErrClosed}
+
+// errInvalid is EINVAL for bad input caught before a kernel call.
+var errInvalid = sys.ErrInvalid
+
+// Busy errors of the fast path: preallocated, so a caller spinning on a
+// full queue allocates nothing.
+var (
+	errSendQueueFull = &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("send queue full: %w", ErrBusy)}
+	errRecvQueueFull = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("receive queue full: %w", ErrBusy)}
+)
+
+// PostError reports a post list that failed part way: the work requests
+// before Index were posted, the one at Index and after were not. A post
+// that fails at its first work request returns the cause itself, not a
+// PostError: nothing was posted.
+type PostError struct {
+	Index int    // position of the failing request in the list
+	WRID  uint64 // its WRID
+	Err   error
+}
+
+func (e *PostError) Error() string {
+	return fmt.Sprintf("uverbs: work request %d (wr_id %#x): %v", e.Index, e.WRID, e.Err)
+}
+
+func (e *PostError) Unwrap() error { return e.Err }
+
+func postError(i int, wrid uint64, err error) error {
+	if i == 0 {
+		return err
+	}
+	return &PostError{Index: i, WRID: wrid, Err: err}
+}

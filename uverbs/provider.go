@@ -46,8 +46,10 @@ type qpQueues interface {
 // srqQueue posts to a shared receive queue.
 type srqQueue interface {
 	postRecv(wr *RecvWR) error
-	modifyDriverData() (in []byte, outLen int)
-	modified(driverOut []byte) error
+	// modifyDriverData is MODIFY_SRQ's driver request data and the
+	// memory the kernel writes through it; modified remaps after a resize.
+	modifyDriverData() (in, out []byte)
+	modified(resized bool) error
 	unmap() error
 }
 

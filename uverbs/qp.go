@@ -1,7 +1,349 @@
 package uverbs
 
-// QP is a queue pair (ibv_qp). (Being written.)
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// QPType is a queue pair's transport (ibv_qp_type).
+type QPType uint8
+
+const (
+	QPTypeRC QPType = 2 // reliable connected
+	QPTypeUC QPType = 3 // unreliable connected
+	QPTypeUD QPType = 4 // unreliable datagram
+)
+
+func (t QPType) String() string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUC:
+		return "UC"
+	case QPTypeUD:
+		return "UD"
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
+// QPCap are a queue pair's queue sizes (ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR     uint32
+	MaxRecvWR     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+}
+
+// QPConfig describes a queue pair (ibv_qp_init_attr).
+type QPConfig struct {
+	Type   QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	// SRQ, if set, supplies receive buffers instead of the QP's own
+	// receive queue (Cap.MaxRecvWR and MaxRecvSGE are then ignored).
+	SRQ *SRQ
+	Cap QPCap
+	// SignalAll makes every send work request generate a completion, as
+	// if each had SendSignaled.
+	SignalAll bool
+	// TD, if set, makes posting lock-free: one goroutine at a time only.
+	TD *TD
+}
+
+// QP is a queue pair (ibv_qp). PostSend and PostRecv write work requests
+// into memory shared with the kernel; posting sends costs one system call
+// (the doorbell) per call, receives none.
+//
+// All methods are safe for concurrent use unless the QP was created with
+// a TD, in which case PostSend and PostRecv must be called by one
+// goroutine at a time.
 type QP struct {
 	resource
-	q qpQueues
+	typ        QPType
+	num        uint32
+	pd         *PD
+	sendCQ     *CQ
+	recvCQ     *CQ
+	srq        *SRQ
+	td         *TD
+	cap        QPCap
+	sigAll     bool
+	userHandle uint64
+	locks      bool
+	smu, rmu   sync.Mutex
+	state      atomic.Uint32 // QPState as last set or queried
+	q          qpQueues
+	// mcast counts attached multicast groups: the kernel refuses to
+	// destroy a QP that has any.
+	mcast atomic.Int32
+}
+
+// CreateQP creates a queue pair on the PD (ibv_create_qp). The QP starts
+// in the RESET state.
+func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
+	c := pd.ctx
+	if err := pd.alive(); err != nil {
+		return nil, err
+	}
+	if err := validateQPConfig(c, &cfg); err != nil {
+		return nil, err
+	}
+	qp := &QP{typ: cfg.Type, pd: pd, sendCQ: cfg.SendCQ, recvCQ: cfg.RecvCQ, srq: cfg.SRQ, td: cfg.TD,
+		sigAll: cfg.SignalAll, locks: lockFor(cfg.TD)}
+	qp.resource = resource{ctx: c, kind: "QP"}
+	qp.userHandle = c.newUserHandle(qp)
+
+	capIn := abi.QPCap{MaxSendWR: cfg.Cap.MaxSendWR, MaxRecvWR: cfg.Cap.MaxRecvWR,
+		MaxSendSGE: cfg.Cap.MaxSendSGE, MaxRecvSGE: cfg.Cap.MaxRecvSGE, MaxInlineData: cfg.Cap.MaxInlineData}
+	if cfg.SRQ != nil {
+		capIn.MaxRecvWR, capIn.MaxRecvSGE = 0, 0
+	}
+	var capOut abi.QPCap
+	var qpNum uint32
+	m := sys.NewMethod("uverbs QP_CREATE", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+	m.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
+	m.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cfg.SendCQ.handle)
+	m.Handle(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, cfg.RecvCQ.handle)
+	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
+	m.InUint(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(cfg.Type), 8) // CONST_IN: 8 bytes, as rdma-core sends
+	m.InUint(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, qp.userHandle, 8)
+	m.In(abi.UVERBS_ATTR_CREATE_QP_CAP, abi.Bytes(&capIn))
+	m.FD(abi.UVERBS_ATTR_CREATE_QP_EVENT_FD, c.async.Fd())
+	if cfg.SignalAll {
+		m.InUint(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL, 4)
+	}
+	if cfg.SRQ != nil {
+		m.Handle(abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, cfg.SRQ.handle)
+	}
+	m.Out(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, abi.Bytes(&capOut))
+	m.Out(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, abi.Bytes(&qpNum))
+	driverOut := c.driverData(m, c.prov.qpDriverData)
+	if err := c.exec(m); err != nil {
+		c.dropUserHandle(qp.userHandle)
+		return nil, err
+	}
+	qp.handle = uint32(m.Result(h))
+	qp.num = qpNum
+	qp.cap = QPCap{MaxSendWR: capOut.MaxSendWR, MaxRecvWR: capOut.MaxRecvWR, MaxSendSGE: capOut.MaxSendSGE,
+		MaxRecvSGE: capOut.MaxRecvSGE, MaxInlineData: capOut.MaxInlineData}
+	qp.state.Store(uint32(QPStateReset))
+	qp.closer = qp.destroy
+	q, err := c.prov.newQP(qp, driverOut)
+	if err != nil {
+		qp.destroyKernel()
+		c.dropUserHandle(qp.userHandle)
+		return nil, err
+	}
+	qp.q = q
+	for _, r := range qp.deps() {
+		r.use()
+	}
+	c.track(&qp.resource)
+	return qp, nil
+}
+
+func validateQPConfig(c *Context, cfg *QPConfig) error {
+	switch cfg.Type {
+	case QPTypeRC, QPTypeUC, QPTypeUD:
+	default:
+		return fmt.Errorf("uverbs: CreateQP: QP type %v: %w (RC, UC and UD are)", cfg.Type, ErrNotSupported)
+	}
+	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
+		return fmt.Errorf("uverbs: CreateQP: SendCQ and RecvCQ are required: %w", errInvalid)
+	}
+	for _, r := range []*resource{&cfg.SendCQ.resource, &cfg.RecvCQ.resource} {
+		if err := r.usable(c); err != nil {
+			return err
+		}
+	}
+	if cfg.SRQ != nil {
+		if err := cfg.SRQ.usable(c); err != nil {
+			return err
+		}
+	}
+	if cfg.TD != nil {
+		if err := cfg.TD.usable(c); err != nil {
+			return err
+		}
+	}
+	if cfg.Cap.MaxSendWR == 0 && cfg.Cap.MaxRecvWR == 0 && cfg.SRQ == nil {
+		return fmt.Errorf("uverbs: CreateQP: a QP needs a send or a receive queue (Cap.MaxSendWR, Cap.MaxRecvWR): %w", errInvalid)
+	}
+	return nil
+}
+
+// deps are the objects a QP keeps in use.
+func (qp *QP) deps() []*resource {
+	d := []*resource{&qp.pd.resource, &qp.sendCQ.resource}
+	if qp.recvCQ != qp.sendCQ {
+		d = append(d, &qp.recvCQ.resource)
+	}
+	if qp.srq != nil {
+		d = append(d, &qp.srq.resource)
+	}
+	if qp.td != nil {
+		d = append(d, &qp.td.resource)
+	}
+	return d
+}
+
+func (qp *QP) destroyKernel() error {
+	var resp abi.DestroyQPResp
+	m := sys.NewMethod("uverbs QP_DESTROY", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY)
+	m.Handle(abi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle)
+	m.Out(abi.UVERBS_ATTR_DESTROY_QP_RESP, abi.Bytes(&resp))
+	return m.Exec(qp.ctx.fd, qp.ctx.driverID)
+}
+
+func (qp *QP) destroy() error {
+	if n := qp.mcast.Load(); n > 0 {
+		return sys.InUse("uverbs QP_DESTROY (attached to multicast groups)", int(n))
+	}
+	if qp.locks {
+		qp.smu.Lock()
+		defer qp.smu.Unlock()
+		qp.rmu.Lock()
+		defer qp.rmu.Unlock()
+	}
+	if err := qp.destroyKernel(); err != nil {
+		return err
+	}
+	err := qp.q.unmap()
+	qp.ctx.dropUserHandle(qp.userHandle)
+	for _, r := range qp.deps() {
+		r.release()
+	}
+	return err
+}
+
+// Close destroys the QP (ibv_destroy_qp). Detach it from multicast
+// groups first.
+func (qp *QP) Close() error {
+	if qp.mcast.Load() > 0 { // refuse before the closed flag flips
+		return sys.InUse("uverbs QP_DESTROY (attached to multicast groups)", int(qp.mcast.Load()))
+	}
+	return qp.close()
+}
+
+// Num is the QP number peers address.
+func (qp *QP) Num() uint32 { return qp.num }
+
+// Type is the QP's transport.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// Cap is what the device gave: at least what was asked for.
+func (qp *QP) Cap() QPCap { return qp.cap }
+
+// State is the QP state as last set by Modify or read by Query; the
+// device may have moved it to an error state since.
+func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
+
+// PostSend posts a chain of send work requests (ibv_post_send) and rings
+// the doorbell once. It does not allocate. A full send queue fails at
+// once with an error matching ErrBusy; see PostError for partial posts.
+func (qp *QP) PostSend(wr *SendWR) error {
+	if qp.locks {
+		qp.smu.Lock()
+		defer qp.smu.Unlock()
+	}
+	if qp.closed.Load() {
+		return errClosedQP
+	}
+	return qp.q.postSend(wr)
+}
+
+// PostRecv posts a chain of receive work requests (ibv_post_recv). It
+// makes no system call and does not allocate. A QP with an SRQ has no
+// receive queue: post to the SRQ.
+func (qp *QP) PostRecv(wr *RecvWR) error {
+	if qp.locks {
+		qp.rmu.Lock()
+		defer qp.rmu.Unlock()
+	}
+	if qp.closed.Load() {
+		return errClosedQP
+	}
+	if qp.srq != nil {
+		return errRecvOnSRQQP
+	}
+	if QPState(qp.state.Load()) == QPStateReset { // C10-97.2.1
+		return errRecvInReset
+	}
+	return qp.q.postRecv(wr)
+}
+
+var (
+	errClosedQP    = &sys.Error{Op: "uverbs: QP", Err: ErrClosed}
+	errRecvOnSRQQP = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("the QP takes receives from its SRQ: %w", errInvalid)}
+	errRecvInReset = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("QP in RESET: %w", errInvalid)}
+)
+
+// checkSend validates a send work request against the QP before it is
+// written to the queue.
+func (qp *QP) checkSend(wr *SendWR) error {
+	if uint32(len(wr.SGL)) > qp.cap.MaxSendSGE && wr.Opcode != WRBindMW {
+		return fmt.Errorf("uverbs post send: %d scatter/gather entries, the QP takes %d: %w", len(wr.SGL), qp.cap.MaxSendSGE, errInvalid)
+	}
+	if !qp.typ.allows(wr.Opcode) {
+		return fmt.Errorf("uverbs post send: %v on a %v QP: %w", wr.Opcode, qp.typ, errInvalid)
+	}
+	switch wr.Opcode {
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		if wr.RemoteAddr%8 != 0 || len(wr.SGL) != 1 || wr.SGL[0].Length < 8 {
+			return fmt.Errorf("uverbs post send: %v needs an 8-byte aligned remote address and one 8-byte local buffer: %w", wr.Opcode, errInvalid)
+		}
+	case WRAtomicWrite:
+		if !qp.ctx.has(capAtomicWrite) {
+			return fmt.Errorf("uverbs post send: ATOMIC_WRITE (Linux 6.2+ rxe): %w", ErrNotSupported)
+		}
+		if wr.RemoteAddr%8 != 0 {
+			return fmt.Errorf("uverbs post send: ATOMIC_WRITE needs an 8-byte aligned remote address: %w", errInvalid)
+		}
+	case WRFlush:
+		if !qp.ctx.has(capFlush) {
+			return fmt.Errorf("uverbs post send: FLUSH (Linux 6.2+ rxe): %w", ErrNotSupported)
+		}
+		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
+			return fmt.Errorf("uverbs post send: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, errInvalid)
+		}
+	case WRBindMW:
+		if wr.Bind == nil || wr.Bind.MW == nil || wr.Bind.MR == nil || len(wr.SGL) != 0 {
+			return fmt.Errorf("uverbs post send: BIND_MW needs Bind with MW and MR, and no SGL: %w", errInvalid)
+		}
+	case WRSend, WRSendWithImm:
+		if qp.typ == QPTypeUD && wr.AH == nil {
+			return fmt.Errorf("uverbs post send: a UD send needs an AH: %w", errInvalid)
+		}
+	}
+	if wr.Flags&SendInline != 0 {
+		var n uint64
+		for _, s := range wr.SGL {
+			n += uint64(s.Length)
+		}
+		if n > uint64(qp.cap.MaxInlineData) {
+			return fmt.Errorf("uverbs post send: %d bytes inline, the QP takes %d: %w", n, qp.cap.MaxInlineData, errInvalid)
+		}
+	}
+	return nil
+}
+
+// allows reports whether a QP of type t can post op (IB spec: UC has no
+// reads or atomics, UD only sends).
+func (t QPType) allows(op WROpcode) bool {
+	switch t {
+	case QPTypeUD:
+		return op == WRSend || op == WRSendWithImm
+	case QPTypeUC:
+		switch op {
+		case WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRSendWithInv, WRLocalInv, WRBindMW:
+			return true
+		}
+		return false
+	}
+	return true
 }

@@ -1,19 +1,393 @@
 package uverbs
 
-// rxeProvider is the soft-RoCE provider. (Being written.)
+import (
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/mmio"
+)
+
+// rxeProvider is soft-RoCE's provider (rdma-core's providers/rxe): every
+// queue is a ring the kernel maps into the process (struct rxe_queue_buf),
+// polled and posted here without system calls; the send queue's doorbell
+// is an empty POST_SEND write().
 type rxeProvider struct {
 	ctx *Context
 }
 
-func (p *rxeProvider) name() string                          { return "rxe" }
-func (p *rxeProvider) contextDriverData() ([]byte, int)      { return nil, 0 }
-func (p *rxeProvider) contextCreated([]byte)                 {}
-func (p *rxeProvider) cqDriverData() ([]byte, int)           { return nil, 16 }
-func (p *rxeProvider) newCQ(*CQ, []byte) (cqQueue, error)    { return nil, ErrNotSupported }
-func (p *rxeProvider) qpDriverData() ([]byte, int)           { return nil, 32 }
-func (p *rxeProvider) newQP(*QP, []byte) (qpQueues, error)   { return nil, ErrNotSupported }
-func (p *rxeProvider) srqDriverData() ([]byte, int)          { return nil, 24 }
-func (p *rxeProvider) newSRQ(*SRQ, []byte) (srqQueue, error) { return nil, ErrNotSupported }
-func (p *rxeProvider) ahDriverOutLen() int                   { return 8 }
-func (p *rxeProvider) ahCreated(ah *AH, out []byte)          {}
-func (p *rxeProvider) close()                                {}
+func (p *rxeProvider) name() string                     { return "rxe" }
+func (p *rxeProvider) contextDriverData() ([]byte, int) { return nil, 0 }
+func (p *rxeProvider) contextCreated([]byte)            {}
+func (p *rxeProvider) close()                           {}
+
+// rxeRing is one mapped rxe queue. The index mask and element size come
+// from the header the kernel wrote; the kernel masks indices itself, so a
+// damaged header cannot make it write out of bounds.
+type rxeRing struct {
+	mem  []byte // the whole mapping, for munmap
+	hdr  *abi.RXEQueueBuf
+	data []byte
+	mask uint32
+	log2 uint32
+}
+
+func (p *rxeProvider) mapRing(what string, mi abi.MMInfo) (*rxeRing, error) {
+	if mi.Size < abi.OffsetofRXEQueueBufData {
+		return nil, &sys.Error{Op: "rxe map " + what, Err: fmt.Errorf("kernel reported a %d-byte queue", mi.Size)}
+	}
+	mem, err := p.ctx.fd.Mmap("rxe map "+what, int64(mi.Offset), int(mi.Size))
+	if err != nil {
+		return nil, err
+	}
+	r := &rxeRing{mem: mem, hdr: mmio.At[abi.RXEQueueBuf](mem, 0), data: mem[abi.OffsetofRXEQueueBufData:]}
+	r.mask = r.hdr.IndexMask
+	r.log2 = r.hdr.Log2ElemSize
+	if uint64(r.mask+1)<<r.log2 > uint64(len(r.data)) || r.mask&(r.mask+1) != 0 {
+		sys.Munmap(mem)
+		return nil, &sys.Error{Op: "rxe map " + what, Err: fmt.Errorf("queue header (mask %#x, element 2^%d) does not fit %d bytes", r.mask, r.log2, len(r.data))}
+	}
+	return r, nil
+}
+
+func (r *rxeRing) unmap() error {
+	if r == nil || r.mem == nil {
+		return nil
+	}
+	err := sys.Munmap(r.mem)
+	r.mem, r.data, r.hdr = nil, nil, nil
+	return err
+}
+
+func (r *rxeRing) producer() uint32 { return atomic.LoadUint32(&r.hdr.ProducerIndex) }
+func (r *rxeRing) consumer() uint32 { return atomic.LoadUint32(&r.hdr.ConsumerIndex) }
+
+// full reports whether a producer at prod may not add another entry: the
+// ring is full, or holds limit entries. rxe rounds rings up to a power of
+// two, so the ring can hold more than the capacity the kernel reported;
+// holding to the reported capacity keeps CQs sized from it safe.
+func (r *rxeRing) full(prod, limit uint32) bool {
+	used := (prod - r.consumer()) & r.mask
+	return used >= r.mask || used >= limit
+}
+
+func (r *rxeRing) slot(i uint32) int { return int((i & r.mask) << r.log2) }
+
+func (r *rxeRing) slotSize() int { return 1 << r.log2 }
+
+// be32 converts between host order and the big-endian immediate data the
+// kernel keeps in work requests and completions (amd64 and arm64 are
+// little-endian: internal/abi builds only there).
+func be32(v uint32) uint32 { return bits.ReverseBytes32(v) }
+
+// ---- completion queue ----
+
+type rxeCQ struct {
+	p    *rxeProvider
+	ring *rxeRing
+}
+
+func (p *rxeProvider) cqDriverData() ([]byte, int) {
+	return nil, int(abiSize[abi.RXECreateCQResp]())
+}
+
+func (p *rxeProvider) newCQ(cq *CQ, out []byte) (cqQueue, error) {
+	var resp abi.RXECreateCQResp
+	copy(abi.Bytes(&resp), out)
+	ring, err := p.mapRing("CQ", resp.MI)
+	if err != nil {
+		return nil, err
+	}
+	if ring.slotSize() < int(abi.SizeofWC) {
+		ring.unmap()
+		return nil, &sys.Error{Op: "rxe map CQ", Err: fmt.Errorf("%d-byte completions, want %d", ring.slotSize(), abi.SizeofWC)}
+	}
+	return &rxeCQ{p: p, ring: ring}, nil
+}
+
+func (q *rxeCQ) poll(wc []WorkCompletion) int {
+	r := q.ring
+	prod := r.producer()
+	cons := r.consumer()
+	n := 0
+	for n < len(wc) && cons != prod {
+		e := mmio.At[abi.WC](r.data, r.slot(cons))
+		w := &wc[n]
+		*w = WorkCompletion{
+			WRID: e.WRID, Status: WCStatus(e.Status), Opcode: WCOpcode(e.Opcode),
+			VendorErr: e.VendorErr, ByteLen: e.ByteLen, QPNum: e.QPNum, SrcQP: e.SrcQP,
+			Flags: WCFlags(e.WCFlags), PKeyIndex: e.PKeyIndex, SLID: e.SLID, SL: e.SL,
+			DLIDPathBits: e.DLIDPathBits, PortNum: e.PortNum,
+		}
+		ex := *e.Ex.ImmData()
+		if w.Flags&WCWithImm != 0 {
+			w.Imm = be32(ex)
+		}
+		if w.Flags&WCWithInv != 0 {
+			w.InvalidatedRKey = ex
+		}
+		cons = (cons + 1) & r.mask
+		n++
+	}
+	if n > 0 {
+		atomic.StoreUint32(&r.hdr.ConsumerIndex, cons)
+	}
+	return n
+}
+
+func (q *rxeCQ) resizeDriverOutLen() int { return int(abiSize[abi.RXEResizeCQResp]()) }
+
+func (q *rxeCQ) resized(out []byte) error {
+	var resp abi.RXEResizeCQResp
+	copy(abi.Bytes(&resp), out)
+	old := q.ring
+	ring, err := q.p.mapRing("resized CQ", resp.MI)
+	if err != nil {
+		return err
+	}
+	q.ring = ring
+	return old.unmap()
+}
+
+func (q *rxeCQ) unmap() error { return q.ring.unmap() }
+
+// ---- queue pair ----
+
+type rxeQP struct {
+	p     *rxeProvider
+	qp    *QP
+	sq    *rxeRing
+	rq    *rxeRing // nil with an SRQ
+	db    []byte   // the POST_SEND doorbell command, ready to write
+	dbOut []byte   // its response
+}
+
+func (p *rxeProvider) qpDriverData() ([]byte, int) {
+	return nil, int(abiSize[abi.RXECreateQPResp]())
+}
+
+func (p *rxeProvider) newQP(qp *QP, out []byte) (qpQueues, error) {
+	var resp abi.RXECreateQPResp
+	copy(abi.Bytes(&resp), out)
+	q := &rxeQP{p: p, qp: qp}
+	var err error
+	if q.sq, err = p.mapRing("send queue", resp.SQMI); err != nil {
+		return nil, err
+	}
+	if qp.srq == nil {
+		if q.rq, err = p.mapRing("receive queue", resp.RQMI); err != nil {
+			q.sq.unmap()
+			return nil, err
+		}
+	}
+	// The doorbell: POST_SEND with no work requests kicks the kernel's
+	// requester. Built once, so posting allocates nothing.
+	q.dbOut = make([]byte, abiSize[abi.PostSendResp]())
+	req := abi.PostSend{QPHandle: qp.handle, WQESize: uint32(abi.SizeofSendWR)}
+	req.Response = uint64(sys.PointerTo(q.dbOut))
+	q.db = p.ctx.fd.CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
+	return q, nil
+}
+
+func (q *rxeQP) unmap() error {
+	err := q.sq.unmap()
+	if e := q.rq.unmap(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// postSend writes the chain into the send queue, then rings the doorbell
+// once if anything was posted.
+func (q *rxeQP) postSend(wr *SendWR) error {
+	posted := 0
+	var err error
+	for i := 0; wr != nil; i, wr = i+1, wr.Next {
+		if err = q.postOneSend(wr); err != nil {
+			err = postError(i, wr.WRID, err)
+			break
+		}
+		posted++
+	}
+	if posted > 0 {
+		if dbErr := q.p.ctx.fd.Write("rxe doorbell", q.db); dbErr != nil && err == nil {
+			err = dbErr
+		}
+	}
+	return err
+}
+
+func (q *rxeQP) postOneSend(wr *SendWR) error {
+	if err := q.qp.checkSend(wr); err != nil {
+		return err
+	}
+	r := q.sq
+	prod := r.producer()
+	if r.full(prod, q.qp.cap.MaxSendWR) {
+		return errSendQueueFull
+	}
+	off := r.slot(prod)
+	wqe := mmio.At[abi.RXESendWQE](r.data, off)
+	*wqe = abi.RXESendWQE{}
+	wqe.WR.WRID = wr.WRID
+	wqe.WR.Opcode = uint32(wr.Opcode)
+	wqe.WR.SendFlags = uint32(wr.Flags)
+	dma := off + int(abi.OffsetofRXESendWQEDMA)
+	payload := dma + abi.OffsetofRXEDMAInfoSGE
+	var length uint64
+	switch wr.Opcode {
+	case WRRDMAWrite, WRRDMAWriteWithImm, WRRDMARead:
+		rd := wqe.WR.WR.RDMA()
+		rd.RemoteAddr, rd.RKey = wr.RemoteAddr, wr.RKey
+		wqe.IOVA = wr.RemoteAddr
+	case WRSend, WRSendWithImm, WRSendWithInv:
+		if q.qp.typ == QPTypeUD {
+			ud := wqe.WR.WR.UD()
+			ud.RemoteQPN, ud.RemoteQKey, ud.AHNum = wr.RemoteQPN, wr.RemoteQKey, wr.AH.num
+		}
+	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
+		at := wqe.WR.WR.Atomic()
+		at.RemoteAddr, at.CompareAdd, at.Swap, at.RKey = wr.RemoteAddr, wr.CompareAdd, wr.Swap, wr.RKey
+		wqe.IOVA = wr.RemoteAddr
+	case WRAtomicWrite:
+		rd := wqe.WR.WR.RDMA()
+		rd.RemoteAddr, rd.RKey = wr.RemoteAddr, wr.RKey
+		wqe.IOVA = wr.RemoteAddr
+		copy(r.data[payload:payload+8], wr.AtomicWrite[:])
+		wqe.DMA.Length, wqe.DMA.Resid = 8, 8
+		goto publish
+	case WRFlush:
+		fl := wqe.WR.WR.Flush()
+		fl.RemoteAddr, fl.RKey, fl.Type, fl.Level = wr.RemoteAddr, wr.RKey, uint8(wr.FlushType), uint8(wr.FlushLevel)
+		wqe.IOVA = wr.RemoteAddr
+		wqe.DMA.Length, wqe.DMA.Resid = uint32(wr.FlushLength), uint32(wr.FlushLength)
+		goto publish
+	case WRBindMW:
+		b := wr.Bind
+		mw := wqe.WR.WR.MW()
+		mw.Addr, mw.Length, mw.MRLKey, mw.MWRKey, mw.RKey, mw.Access = b.Addr, b.Length, b.MR.LKey(), b.MW.rkey, b.RKey, uint32(b.Access)
+		goto publish
+	case WRLocalInv:
+		*wqe.WR.Ex.InvalidateRKey() = wr.InvalidateRKey
+		goto publish
+	}
+	switch wr.Opcode {
+	case WRSendWithImm, WRRDMAWriteWithImm:
+		*wqe.WR.Ex.ImmData() = be32(wr.Imm)
+	case WRSendWithInv:
+		*wqe.WR.Ex.InvalidateRKey() = wr.InvalidateRKey
+	}
+	if wr.Flags&SendInline != 0 {
+		p := payload
+		for _, s := range wr.SGL {
+			p += copy(r.data[p:], mmio.BytesAt(s.Addr, int(s.Length)))
+			length += uint64(s.Length)
+		}
+	} else {
+		for i, s := range wr.SGL {
+			e := mmio.At[abi.RXESGE](r.data, payload+i*int(abi.SizeofRXESGE))
+			e.Addr, e.Length, e.LKey = s.Addr, s.Length, s.LKey
+			length += uint64(s.Length)
+		}
+	}
+	wqe.DMA.Length, wqe.DMA.Resid = uint32(length), uint32(length)
+	wqe.DMA.NumSGE = uint32(len(wr.SGL))
+publish:
+	atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
+	return nil
+}
+
+func (q *rxeQP) postRecv(wr *RecvWR) error {
+	return postRecvRing(q.rq, q.qp.cap.MaxRecvWR, q.qp.cap.MaxRecvSGE, wr)
+}
+
+// postRecvRing writes receive work requests into a QP's receive queue or
+// an SRQ. No doorbell: the kernel reads the ring when a message arrives.
+func postRecvRing(r *rxeRing, maxWR, maxSGE uint32, wr *RecvWR) error {
+	for i := 0; wr != nil; i, wr = i+1, wr.Next {
+		if uint32(len(wr.SGL)) > maxSGE {
+			return postError(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, errInvalid))
+		}
+		prod := r.producer()
+		if r.full(prod, maxWR) {
+			return postError(i, wr.WRID, errRecvQueueFull)
+		}
+		off := r.slot(prod)
+		wqe := mmio.At[abi.RXERecvWQE](r.data, off)
+		wqe.WRID = wr.WRID
+		sges := off + int(abi.OffsetofRXERecvWQEDMA) + abi.OffsetofRXEDMAInfoSGE
+		var length uint32
+		for j, s := range wr.SGL {
+			e := mmio.At[abi.RXESGE](r.data, sges+j*int(abi.SizeofRXESGE))
+			e.Addr, e.Length, e.LKey = s.Addr, s.Length, s.LKey
+			length += s.Length
+		}
+		wqe.DMA = abi.RXEDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))}
+		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
+	}
+	return nil
+}
+
+// ---- shared receive queue ----
+
+type rxeSRQ struct {
+	p      *rxeProvider
+	srq    *SRQ
+	ring   *rxeRing
+	newMap abi.MMInfo // where MODIFY_SRQ reports a resized queue
+}
+
+func (p *rxeProvider) srqDriverData() ([]byte, int) {
+	return nil, int(abiSize[abi.RXECreateSRQResp]())
+}
+
+func (p *rxeProvider) newSRQ(srq *SRQ, out []byte) (srqQueue, error) {
+	var resp abi.RXECreateSRQResp
+	copy(abi.Bytes(&resp), out)
+	ring, err := p.mapRing("SRQ", resp.MI)
+	if err != nil {
+		return nil, err
+	}
+	srq.num = resp.SRQNum
+	return &rxeSRQ{p: p, srq: srq, ring: ring}, nil
+}
+
+func (q *rxeSRQ) postRecv(wr *RecvWR) error {
+	return postRecvRing(q.ring, q.srq.maxWR, q.srq.maxSGE, wr)
+}
+
+// modifyDriverData is rxe's MODIFY_SRQ request data: where the kernel
+// writes the new queue's mmap info when the SRQ is resized.
+func (q *rxeSRQ) modifyDriverData() ([]byte, []byte) {
+	q.newMap = abi.MMInfo{}
+	out := abi.Bytes(&q.newMap)
+	cmd := abi.RXEModifySRQCmd{MmapInfoAddr: uint64(sys.PointerTo(out))}
+	return abi.Bytes(&cmd), out
+}
+
+func (q *rxeSRQ) modified(resized bool) error {
+	if !resized {
+		return nil
+	}
+	old := q.ring
+	ring, err := q.p.mapRing("resized SRQ", q.newMap)
+	if err != nil {
+		return err
+	}
+	q.ring = ring
+	return old.unmap()
+}
+
+func (q *rxeSRQ) unmap() error { return q.ring.unmap() }
+
+// ---- address handle ----
+
+func (p *rxeProvider) ahDriverOutLen() int { return int(abiSize[abi.RXECreateAHResp]()) }
+
+func (p *rxeProvider) ahCreated(ah *AH, out []byte) {
+	var resp abi.RXECreateAHResp
+	copy(abi.Bytes(&resp), out)
+	ah.num = resp.AHNum
+}

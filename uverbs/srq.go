@@ -1,7 +1,187 @@
 package uverbs
 
-// SRQ is a shared receive queue (ibv_srq). (Being written.)
+import (
+	"fmt"
+	"sync"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// SRQConfig describes a shared receive queue.
+type SRQConfig struct {
+	MaxWR  uint32 // receive work requests it holds
+	MaxSGE uint32 // scatter/gather entries per request
+	// Limit, if not 0, arms the SRQ limit event: an async
+	// SRQ_LIMIT_REACHED event when fewer than Limit requests remain.
+	Limit uint32
+	TD    *TD // if set, PostRecv is lock-free: one goroutine at a time
+}
+
+// SRQAttr are an SRQ's current attributes (ibv_srq_attr).
+type SRQAttr struct {
+	MaxWR  uint32
+	MaxSGE uint32
+	Limit  uint32
+}
+
+// SRQ is a shared receive queue (ibv_srq): receive buffers several QPs
+// of the same PD draw from. Safe for concurrent use unless created with
+// a TD.
 type SRQ struct {
 	resource
-	q srqQueue
+	pd         *PD
+	td         *TD
+	num        uint32
+	maxWR      uint32
+	maxSGE     uint32
+	userHandle uint64
+	locks      bool
+	mu         sync.Mutex
+	q          srqQueue
+}
+
+// CreateSRQ creates a shared receive queue (ibv_create_srq).
+func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
+	c := pd.ctx
+	if err := pd.alive(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxWR == 0 || cfg.MaxSGE == 0 {
+		return nil, fmt.Errorf("uverbs: CreateSRQ: MaxWR and MaxSGE must be at least 1: %w", errInvalid)
+	}
+	if cfg.TD != nil {
+		if err := cfg.TD.usable(c); err != nil {
+			return nil, err
+		}
+	}
+	srq := &SRQ{pd: pd, td: cfg.TD, locks: lockFor(cfg.TD)}
+	srq.resource = resource{ctx: c, kind: "SRQ"}
+	srq.userHandle = c.newUserHandle(srq)
+	var maxWR, maxSGE uint32
+	m := sys.NewMethod("uverbs SRQ_CREATE", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
+	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
+	m.Handle(abi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.handle)
+	m.InUint(abi.UVERBS_ATTR_CREATE_SRQ_TYPE, abi.IB_UVERBS_SRQT_BASIC, 8)
+	m.InUint(abi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, srq.userHandle, 8)
+	m.InUint(abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, uint64(cfg.MaxWR), 4)
+	m.InUint(abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, uint64(cfg.MaxSGE), 4)
+	m.InUint(abi.UVERBS_ATTR_CREATE_SRQ_LIMIT, uint64(cfg.Limit), 4)
+	m.FD(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
+	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, abi.Bytes(&maxWR))
+	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, abi.Bytes(&maxSGE))
+	driverOut := c.driverData(m, c.prov.srqDriverData)
+	if err := c.exec(m); err != nil {
+		c.dropUserHandle(srq.userHandle)
+		return nil, err
+	}
+	srq.handle = uint32(m.Result(h))
+	srq.maxWR, srq.maxSGE = maxWR, maxSGE
+	srq.closer = srq.destroy
+	q, err := c.prov.newSRQ(srq, driverOut)
+	if err != nil {
+		srq.destroyKernel()
+		c.dropUserHandle(srq.userHandle)
+		return nil, err
+	}
+	srq.q = q
+	pd.use()
+	if cfg.TD != nil {
+		cfg.TD.use()
+	}
+	c.track(&srq.resource)
+	return srq, nil
+}
+
+func (srq *SRQ) destroyKernel() error {
+	var resp abi.DestroySRQResp
+	m := sys.NewMethod("uverbs SRQ_DESTROY", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY)
+	m.Handle(abi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq.handle)
+	m.Out(abi.UVERBS_ATTR_DESTROY_SRQ_RESP, abi.Bytes(&resp))
+	return m.Exec(srq.ctx.fd, srq.ctx.driverID)
+}
+
+func (srq *SRQ) destroy() error {
+	if srq.locks {
+		srq.mu.Lock()
+		defer srq.mu.Unlock()
+	}
+	if err := srq.destroyKernel(); err != nil {
+		return err
+	}
+	err := srq.q.unmap()
+	srq.ctx.dropUserHandle(srq.userHandle)
+	srq.pd.release()
+	if srq.td != nil {
+		srq.td.release()
+	}
+	return err
+}
+
+// Close destroys the SRQ (ibv_destroy_srq); it fails with EBUSY while QPs
+// use it.
+func (srq *SRQ) Close() error { return srq.close() }
+
+// Num is the SRQ number, as the provider reports it (rxe does).
+func (srq *SRQ) Num() uint32 { return srq.num }
+
+// PostRecv posts a chain of receive work requests (ibv_post_srq_recv),
+// without a system call or an allocation. A full SRQ fails at once with
+// an error matching ErrBusy.
+func (srq *SRQ) PostRecv(wr *RecvWR) error {
+	if srq.locks {
+		srq.mu.Lock()
+		defer srq.mu.Unlock()
+	}
+	if srq.closed.Load() {
+		return &sys.Error{Op: "uverbs: SRQ", Err: ErrClosed}
+	}
+	return srq.q.postRecv(wr)
+}
+
+// SRQAttrMask selects what Modify changes (ibv_srq_attr_mask).
+type SRQAttrMask uint32
+
+const (
+	SRQMaxWR SRQAttrMask = 1 << 0 // resize (if the device can)
+	SRQLimit SRQAttrMask = 1 << 1 // arm the limit event
+)
+
+// Modify resizes the SRQ or arms its limit event (ibv_modify_srq).
+func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	if mask == 0 || mask&^(SRQMaxWR|SRQLimit) != 0 {
+		return fmt.Errorf("uverbs: modify SRQ: mask %#x: %w", uint32(mask), errInvalid)
+	}
+	if mask&SRQMaxWR != 0 && srq.locks {
+		srq.mu.Lock()
+		defer srq.mu.Unlock()
+	}
+	if err := srq.alive(); err != nil {
+		return err
+	}
+	drvIn, drvOut := srq.q.modifyDriverData()
+	core := abi.ModifySRQ{SRQHandle: srq.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
+	in := append(append([]byte{}, abi.Bytes(&core)...), drvIn...)
+	err := srq.ctx.fd.CommandPinned("uverbs MODIFY_SRQ", abi.IB_USER_VERBS_CMD_MODIFY_SRQ, in, drvOut)
+	if err != nil {
+		return err
+	}
+	if mask&SRQMaxWR != 0 {
+		srq.maxWR = attr.MaxWR
+	}
+	return srq.q.modified(mask&SRQMaxWR != 0)
+}
+
+// Query reads the SRQ's attributes (ibv_query_srq).
+func (srq *SRQ) Query() (SRQAttr, error) {
+	if err := srq.alive(); err != nil {
+		return SRQAttr{}, err
+	}
+	var resp abi.QuerySRQResp
+	req := abi.QuerySRQ{SRQHandle: srq.handle}
+	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	if err := srq.ctx.fd.Command("uverbs QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+		return SRQAttr{}, err
+	}
+	return SRQAttr{MaxWR: resp.MaxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
 }

@@ -18,6 +18,9 @@ var (
 	// slot); retrying later may succeed. It is returned at once instead of
 	// blocking.
 	ErrBusy = errors.New("resource busy")
+	// ErrInvalid is EINVAL, for bad input caught before a kernel call,
+	// so callers can match it as they would the kernel's.
+	ErrInvalid error = syscall.EINVAL
 )
 
 // Error is a failed kernel call: the operation and the errno.

@@ -55,3 +55,28 @@ func (f *FD) CommandEx(op string, cmd uint32, in, driverIn []byte, outLen, drive
 	}
 	return out, nil
 }
+
+// CommandBuffer builds a legacy write() command once, for a hot path
+// that writes the same command many times (a doorbell): the header, then
+// in. outLen is the response length the kernel may write.
+func (f *FD) CommandBuffer(cmd uint32, in []byte, outLen int) []byte {
+	const hdr = int(unsafe.Sizeof(abi.CmdHdr{}))
+	b := make([]byte, hdr+len(in))
+	binary.NativeEndian.PutUint32(b[0:], cmd)
+	binary.NativeEndian.PutUint16(b[4:], uint16((hdr+len(in))/4))
+	binary.NativeEndian.PutUint16(b[6:], uint16(outLen/4))
+	copy(b[hdr:], in)
+	return b
+}
+
+// CommandPinned issues a legacy write() command without a response whose
+// driver data points at keep: memory the kernel writes through those
+// pointers, pinned across the call.
+func (f *FD) CommandPinned(op string, cmd uint32, in []byte, keep ...[]byte) error {
+	var p pinner
+	defer p.Unpin()
+	for _, k := range keep {
+		p.bytes(k)
+	}
+	return f.Command(op, cmd, in, nil)
+}

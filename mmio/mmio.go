@@ -1,0 +1,47 @@
+package mmio
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// ptr returns a pointer to n bytes at b[off], with b's bounds checked.
+func ptr(b []byte, off, n int) unsafe.Pointer {
+	_ = b[off+n-1]
+	return unsafe.Pointer(&b[off])
+}
+
+// LoadUint32 atomically loads the 4-byte aligned word at b[off] (acquire).
+func LoadUint32(b []byte, off int) uint32 { return atomic.LoadUint32((*uint32)(ptr(b, off, 4))) }
+
+// StoreUint32 atomically stores v at b[off] (release).
+func StoreUint32(b []byte, off int, v uint32) { atomic.StoreUint32((*uint32)(ptr(b, off, 4)), v) }
+
+// LoadUint64 atomically loads the 8-byte aligned word at b[off] (acquire).
+func LoadUint64(b []byte, off int) uint64 { return atomic.LoadUint64((*uint64)(ptr(b, off, 8))) }
+
+// StoreUint64 atomically stores v at b[off] (release): a 64-bit
+// doorbell write is one store.
+func StoreUint64(b []byte, off int, v uint64) { atomic.StoreUint64((*uint64)(ptr(b, off, 8)), v) }
+
+// At returns a *T viewing b[off:off+sizeof(T)] (bounds checked). T must
+// be a plain kernel structure without Go pointers, and off must suit its
+// alignment; the mapping must outlive the pointer.
+func At[T any](b []byte, off int) *T {
+	var zero T
+	return (*T)(ptr(b, off, int(unsafe.Sizeof(zero))))
+}
+
+// BytesAt views n bytes of process memory at addr, as a work request's
+// scatter/gather entry names it. The caller guarantees the memory is
+// alive (registered memory is kept alive by its MR) for as long as the
+// slice is used.
+func BytesAt(addr uint64, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	// Via the address's own bytes: the uintptr-to-pointer conversion is
+	// the point here, for memory Go does not manage or keeps alive.
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return unsafe.Slice((*byte)(p), n)
+}

@@ -1,0 +1,450 @@
+package uverbs_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// end is one side of a connection: rxe0 or rxe1 with its objects.
+type end struct {
+	ctx  *uverbs.Context
+	pd   *uverbs.PD
+	cq   *uverbs.CQ
+	ch   *uverbs.CompChannel
+	qp   *uverbs.QP
+	srq  *uverbs.SRQ
+	buf  []byte
+	mr   *uverbs.MR
+	gidx uint8
+	gid  uverbs.GID
+}
+
+type pairOpts struct {
+	typ     uverbs.QPType
+	channel bool
+	srq     bool
+	td      bool
+}
+
+func newEnd(t *testing.T, dev int, o pairOpts) *end {
+	t.Helper()
+	e := &end{ctx: openContextOn(t, dev)}
+	e.pd = newPD(t, e.ctx)
+	cfg := uverbs.CQConfig{Size: 64}
+	if o.channel {
+		ch, err := e.ctx.CreateCompChannel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ch, cfg.Channel = ch, ch
+	}
+	var td *uverbs.TD
+	if o.td {
+		var err error
+		if td, err = e.ctx.AllocTD(); err != nil {
+			t.Fatal(err)
+		}
+		cfg.TD = td
+	}
+	e.cq = newCQ(t, e.ctx, cfg)
+	qcfg := uverbs.QPConfig{Type: o.typ, SendCQ: e.cq, RecvCQ: e.cq, TD: td,
+		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 64}}
+	if o.srq {
+		srq, err := e.pd.CreateSRQ(uverbs.SRQConfig{MaxWR: 16, MaxSGE: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srq.Close() })
+		e.srq, qcfg.SRQ = srq, srq
+	}
+	e.qp = newQP(t, e.pd, qcfg)
+	e.buf = make([]byte, 8192)
+	mr, err := e.pd.RegMR(e.buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteAtomic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Close() })
+	e.mr = mr
+	e.gidx, e.gid = roceV2GID(t, e.ctx.Device().Name)
+	return e
+}
+
+const qkey = 0x11111111
+
+// connect moves a's QP to RTS towards b's.
+func connect(t *testing.T, a, b *end) {
+	t.Helper()
+	typ := a.qp.Type()
+	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: qkey,
+		AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic}
+	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
+	if typ == uverbs.QPTypeUD {
+		mask |= uverbs.QPAttrQKey
+	} else {
+		mask |= uverbs.QPAttrAccessFlags
+	}
+	if err := a.qp.Modify(attr, mask); err != nil {
+		t.Fatalf("INIT: %v", err)
+	}
+	attr = &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPNum: b.qp.Num(), RQPSN: 7,
+		MaxDestRdAtomic: 4, MinRNRTimer: 1,
+		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: b.gid, SGIDIndex: a.gidx, HopLimit: 64}}}
+	mask = uverbs.QPAttrState
+	switch typ {
+	case uverbs.QPTypeRC:
+		mask |= uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer
+	case uverbs.QPTypeUC:
+		mask |= uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN
+	}
+	if err := a.qp.Modify(attr, mask); err != nil {
+		t.Fatalf("RTR: %v", err)
+	}
+	attr = &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: 7, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}
+	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
+	if typ == uverbs.QPTypeRC {
+		mask |= uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
+	}
+	if err := a.qp.Modify(attr, mask); err != nil {
+		t.Fatalf("RTS: %v", err)
+	}
+}
+
+func newPair(t *testing.T, o pairOpts) (a, b *end) {
+	a, b = newEnd(t, 0, o), newEnd(t, 1, o)
+	connect(t, a, b)
+	connect(t, b, a)
+	return a, b
+}
+
+// waitWC polls until one completion arrives (5 s at most).
+func waitWC(t *testing.T, cq *uverbs.CQ) uverbs.WorkCompletion {
+	t.Helper()
+	var wc [1]uverbs.WorkCompletion
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		n, err := cq.Poll(wc[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			if wc[0].Status != uverbs.WCSuccess {
+				t.Fatalf("completion %+v: %v", wc[0], wc[0].Status)
+			}
+			return wc[0]
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	t.Fatal("no completion within 5s")
+	return uverbs.WorkCompletion{}
+}
+
+func (e *end) sge(off, n int) uverbs.SGE {
+	return uverbs.SGE{Addr: e.mr.Addr() + uint64(off), Length: uint32(n), LKey: e.mr.LKey()}
+}
+
+func TestRCSendRecv(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	for _, inline := range []bool{false, true} {
+		msg := []byte("hello over soft-RoCE")
+		if inline {
+			msg = []byte("inline this")
+		}
+		copy(a.buf, msg)
+		clear(b.buf[:64])
+		if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: 2, SGL: []uverbs.SGE{b.sge(0, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+		wr := &uverbs.SendWR{WRID: 1, Opcode: uverbs.WRSendWithImm, Flags: uverbs.SendSignaled, Imm: 0xdeadbeef,
+			SGL: []uverbs.SGE{a.sge(0, len(msg))}}
+		if inline {
+			wr.Flags |= uverbs.SendInline
+		}
+		if err := a.qp.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+		if inline {
+			copy(a.buf, "XXXXXXXXXXX") // inline data was copied at post time
+		}
+		sc := waitWC(t, a.cq)
+		rc := waitWC(t, b.cq)
+		if sc.WRID != 1 || sc.Opcode != uverbs.WCSend {
+			t.Errorf("send completion %+v", sc)
+		}
+		if rc.WRID != 2 || rc.Opcode != uverbs.WCRecv || rc.ByteLen != uint32(len(msg)) ||
+			rc.Flags&uverbs.WCWithImm == 0 || rc.Imm != 0xdeadbeef || rc.QPNum != b.qp.Num() {
+			t.Errorf("recv completion %+v", rc)
+		}
+		if !bytes.Equal(b.buf[:len(msg)], msg) {
+			t.Errorf("received %q, want %q", b.buf[:len(msg)], msg)
+		}
+	}
+}
+
+func TestRDMAWriteReadAtomics(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	copy(a.buf[100:], "written by RDMA WRITE")
+	err := a.qp.PostSend(&uverbs.SendWR{WRID: 10, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{a.sge(100, 21)}, RemoteAddr: b.mr.Addr() + 1000, RKey: b.mr.RKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.cq); wc.Opcode != uverbs.WCRDMAWrite {
+		t.Errorf("write completion %+v", wc)
+	}
+	if got := string(b.buf[1000:1021]); got != "written by RDMA WRITE" {
+		t.Errorf("remote buffer %q", got)
+	}
+	copy(b.buf[2000:], "read me back")
+	err = a.qp.PostSend(&uverbs.SendWR{WRID: 11, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{a.sge(3000, 12)}, RemoteAddr: b.mr.Addr() + 2000, RKey: b.mr.RKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.cq); wc.Opcode != uverbs.WCRDMARead || wc.ByteLen != 12 {
+		t.Errorf("read completion %+v", wc)
+	}
+	if got := string(a.buf[3000:3012]); got != "read me back" {
+		t.Errorf("read %q", got)
+	}
+	binary.NativeEndian.PutUint64(b.buf[4096:], 40)
+	err = a.qp.PostSend(&uverbs.SendWR{WRID: 12, Opcode: uverbs.WRAtomicFetchAndAdd, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{a.sge(4096, 8)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey(), CompareAdd: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.cq); wc.Opcode != uverbs.WCFetchAdd {
+		t.Errorf("fetch-add completion %+v", wc)
+	}
+	if old, now := binary.NativeEndian.Uint64(a.buf[4096:]), binary.NativeEndian.Uint64(b.buf[4096:]); old != 40 || now != 42 {
+		t.Errorf("fetch-add: old %d now %d, want 40 and 42", old, now)
+	}
+	err = a.qp.PostSend(&uverbs.SendWR{WRID: 13, Opcode: uverbs.WRAtomicCmpAndSwp, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{a.sge(4104, 8)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey(), CompareAdd: 42, Swap: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wc := waitWC(t, a.cq); wc.Opcode != uverbs.WCCompSwap {
+		t.Errorf("cmp-swap completion %+v", wc)
+	}
+	if old, now := binary.NativeEndian.Uint64(a.buf[4104:]), binary.NativeEndian.Uint64(b.buf[4096:]); old != 42 || now != 7 {
+		t.Errorf("cmp-swap: old %d now %d, want 42 and 7", old, now)
+	}
+	// A misaligned atomic is refused before it reaches the queue.
+	err = a.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAndAdd, SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr() + 3, RKey: b.mr.RKey()})
+	if err == nil {
+		t.Error("misaligned atomic posted")
+	}
+}
+
+func TestUDSendRecv(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeUD})
+	ah, err := a.pd.CreateAH(uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: b.gid, SGIDIndex: a.gidx, HopLimit: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	const grh = 40
+	if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: 5, SGL: []uverbs.SGE{b.sge(0, grh+100)}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.buf, "datagram")
+	err = a.qp.PostSend(&uverbs.SendWR{WRID: 6, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{a.sge(0, 8)}, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: qkey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWC(t, a.cq)
+	rc := waitWC(t, b.cq)
+	if rc.ByteLen != grh+8 || rc.Flags&uverbs.WCWithGRH == 0 || rc.SrcQP != a.qp.Num() {
+		t.Errorf("UD recv completion %+v", rc)
+	}
+	if got := string(b.buf[grh : grh+8]); got != "datagram" {
+		t.Errorf("received %q", got)
+	}
+	// UD can only send.
+	if err := a.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRRDMAWrite}); err == nil {
+		t.Error("RDMA WRITE posted on a UD QP")
+	}
+}
+
+func TestSRQReceives(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC, srq: true})
+	for i := range 3 {
+		if err := b.srq.PostRecv(&uverbs.RecvWR{WRID: uint64(100 + i), SGL: []uverbs.SGE{b.sge(i*64, 64)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		a.buf[i] = byte('a' + i)
+		if err := a.qp.PostSend(&uverbs.SendWR{WRID: uint64(i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(i, 1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		waitWC(t, a.cq)
+		wc := waitWC(t, b.cq)
+		if wc.WRID != uint64(100+i) || b.buf[i*64] != byte('a'+i) {
+			t.Errorf("SRQ receive %d: %+v, data %q", i, wc, b.buf[i*64])
+		}
+	}
+}
+
+// TestSendQueueFullIsBusy fills a send queue whose peer posted no
+// receives (RNR retries forever): the next post fails at once with
+// ErrBusy, nothing blocks.
+func TestSendQueueFullIsBusy(t *testing.T) {
+	a, _ := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	n := int(a.qp.Cap().MaxSendWR)
+	wr := &uverbs.SendWR{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 1)}}
+	for i := range n - 1 {
+		wr.WRID = uint64(i)
+		if err := a.qp.PostSend(wr); err != nil {
+			t.Fatalf("post %d of %d: %v", i, n, err)
+		}
+	}
+	// A list of two with one free slot: the PostError says where it stopped.
+	err := a.qp.PostSend(&uverbs.SendWR{WRID: 1000, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 1)},
+		Next: &uverbs.SendWR{WRID: 1001, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 1)}}})
+	var pe *uverbs.PostError
+	if !errors.As(err, &pe) || pe.Index != 1 || pe.WRID != 1001 || !errors.Is(err, uverbs.ErrBusy) {
+		t.Fatalf("list into one free slot = %v, want a PostError at index 1 matching ErrBusy", err)
+	}
+	start := time.Now()
+	err = a.qp.PostSend(wr)
+	if !errors.Is(err, uverbs.ErrBusy) {
+		t.Fatalf("post %d = %v, want ErrBusy", n+1, err)
+	}
+	if errors.As(err, &pe) {
+		t.Errorf("a first-request failure must not be a PostError: %v", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("busy post took %v", d)
+	}
+}
+
+func TestCompChannelWakesOnCompletion(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC, channel: true})
+	if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: 1, SGL: []uverbs.SGE{b.sge(0, 16)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cq.RequestNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *uverbs.CQ, 1)
+	errc := make(chan error, 1)
+	go func() {
+		cq, err := b.ch.Wait(context.Background())
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- cq
+	}()
+	time.Sleep(50 * time.Millisecond) // let it block in the poller
+	if err := a.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 4)}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case cq := <-got:
+		if cq != b.cq {
+			t.Fatalf("Wait returned another CQ")
+		}
+		cq.AckEvents(1)
+		var wc [1]uverbs.WorkCompletion
+		if n, _ := cq.Poll(wc[:]); n != 1 || wc[0].Opcode != uverbs.WCRecv {
+			t.Errorf("after the event, Poll = %d %+v", n, wc[0])
+		}
+		if cq.Unacked() != 0 {
+			t.Errorf("Unacked = %d", cq.Unacked())
+		}
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no completion event within 5s")
+	}
+}
+
+func TestCompChannelWaitCancel(t *testing.T) {
+	c := openContext(t)
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := ch.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("cancel took %v", d)
+	}
+}
+
+// TestCompChannelWaitClose: closing the context (which closes the
+// channel) wakes a blocked Wait with ErrClosed; TestMain's goroutine
+// leak check proves the waiter is gone.
+func TestCompChannelWaitClose(t *testing.T) {
+	d := openContextOn(t, 0).Device()
+	c, err := d.Open(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := ch.Wait(context.Background())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, uverbs.ErrClosed) {
+			t.Fatalf("Wait after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Wait")
+	}
+}
+
+// TestFastPathAllocs: posting and polling allocate nothing.
+func TestFastPathAllocs(t *testing.T) {
+	for _, td := range []bool{false, true} {
+		a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC, td: td})
+		rwr := &uverbs.RecvWR{SGL: []uverbs.SGE{b.sge(0, 64)}}
+		swr := &uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(0, 8)}}
+		var wc [4]uverbs.WorkCompletion
+		drain := func() {
+			for got := 0; got < 2; {
+				n1, _ := a.cq.Poll(wc[:])
+				n2, _ := b.cq.Poll(wc[:])
+				got += n1 + n2
+			}
+		}
+		allocs := testing.AllocsPerRun(200, func() {
+			if err := b.qp.PostRecv(rwr); err != nil {
+				panic(err)
+			}
+			if err := a.qp.PostSend(swr); err != nil {
+				panic(err)
+			}
+			drain()
+		})
+		if allocs != 0 {
+			t.Errorf("TD %v: post send + post recv + poll allocate %v times per run, want 0", td, allocs)
+		}
+	}
+}

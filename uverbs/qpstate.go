@@ -1,0 +1,340 @@
+package uverbs
+
+import (
+	"fmt"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// QPState is a queue pair state (ibv_qp_state).
+type QPState uint8
+
+const (
+	QPStateReset QPState = iota
+	QPStateInit
+	QPStateRTR // ready to receive
+	QPStateRTS // ready to send
+	QPStateSQD // send queue drained
+	QPStateSQE // send queue error
+	QPStateErr
+)
+
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return fmt.Sprintf("QPState(%d)", uint8(s))
+}
+
+// QPAttrMask selects the QPAttr fields Modify applies and Query reads
+// (ibv_qp_attr_mask).
+type QPAttrMask uint32
+
+const (
+	QPAttrState            QPAttrMask = 1 << 0
+	QPAttrCurState         QPAttrMask = 1 << 1
+	QPAttrEnSQDAsyncNotify QPAttrMask = 1 << 2
+	QPAttrAccessFlags      QPAttrMask = 1 << 3
+	QPAttrPKeyIndex        QPAttrMask = 1 << 4
+	QPAttrPort             QPAttrMask = 1 << 5
+	QPAttrQKey             QPAttrMask = 1 << 6
+	QPAttrAV               QPAttrMask = 1 << 7
+	QPAttrPathMTU          QPAttrMask = 1 << 8
+	QPAttrTimeout          QPAttrMask = 1 << 9
+	QPAttrRetryCnt         QPAttrMask = 1 << 10
+	QPAttrRNRRetry         QPAttrMask = 1 << 11
+	QPAttrRQPSN            QPAttrMask = 1 << 12
+	QPAttrMaxQPRdAtomic    QPAttrMask = 1 << 13
+	QPAttrAltPath          QPAttrMask = 1 << 14
+	QPAttrMinRNRTimer      QPAttrMask = 1 << 15
+	QPAttrSQPSN            QPAttrMask = 1 << 16
+	QPAttrMaxDestRdAtomic  QPAttrMask = 1 << 17
+	QPAttrPathMigState     QPAttrMask = 1 << 18
+	QPAttrCap              QPAttrMask = 1 << 19
+	QPAttrDestQPN          QPAttrMask = 1 << 20
+	QPAttrRateLimit        QPAttrMask = 1 << 25
+)
+
+var qpAttrNames = []string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS", "PKEY_INDEX",
+	"PORT", "QKEY", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT", "RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC",
+	"ALT_PATH", "MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC", "PATH_MIG_STATE", "CAP", "DEST_QPN"}
+
+func (m QPAttrMask) String() string { return flagString(uint64(m), qpAttrNames) }
+
+// GlobalRoute is the GRH part of an address (ibv_global_route). On RoCE
+// every address is global.
+type GlobalRoute struct {
+	DGID         GID
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AHAttr is an address vector (ibv_ah_attr).
+type AHAttr struct {
+	GRH         GlobalRoute
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    bool
+	PortNum     uint8
+}
+
+// PathMigState is the path migration state (ibv_mig_state).
+type PathMigState uint8
+
+const (
+	MigMigrated PathMigState = iota
+	MigRearm
+	MigArmed
+)
+
+// QPAttr are queue pair attributes (ibv_qp_attr). Modify applies the
+// fields its mask selects; Query fills them.
+type QPAttr struct {
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	PathMigState     PathMigState
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPNum        uint32
+	AccessFlags      Access
+	Cap              QPCap
+	AHAttr           AHAttr
+	AltAHAttr        AHAttr
+	PKeyIndex        uint16
+	AltPKeyIndex     uint16
+	EnSQDAsyncNotify bool
+	SQDraining       bool
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
+	SQSigAll         bool // Query only
+}
+
+// transition is one row of the IB spec's QP state table (the kernel's
+// qp_state_table): attributes a transition requires and allows, per type.
+type transition struct {
+	req, opt [5]QPAttrMask // indexed by QPType (RC=2, UC=3, UD=4)
+}
+
+const (
+	anyQPState QPAttrMask = 0
+	rtsOptRC              = QPAttrCurState | QPAttrAltPath | QPAttrAccessFlags | QPAttrMinRNRTimer | QPAttrPathMigState
+	rtsOptUC              = QPAttrCurState | QPAttrAltPath | QPAttrAccessFlags | QPAttrPathMigState
+	rtsOptUD              = QPAttrCurState | QPAttrQKey
+)
+
+func perType(rc, uc, ud QPAttrMask) [5]QPAttrMask { return [5]QPAttrMask{2: rc, 3: uc, 4: ud} }
+
+var qpTransitions = map[[2]QPState]transition{
+	{QPStateReset, QPStateInit}: {req: perType(
+		QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags,
+		QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags,
+		QPAttrPKeyIndex|QPAttrPort|QPAttrQKey)},
+	{QPStateInit, QPStateInit}: {opt: perType(
+		QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags,
+		QPAttrPKeyIndex|QPAttrPort|QPAttrAccessFlags,
+		QPAttrPKeyIndex|QPAttrPort|QPAttrQKey)},
+	{QPStateInit, QPStateRTR}: {
+		req: perType(
+			QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN|QPAttrMaxDestRdAtomic|QPAttrMinRNRTimer,
+			QPAttrAV|QPAttrPathMTU|QPAttrDestQPN|QPAttrRQPSN,
+			0),
+		opt: perType(
+			QPAttrAltPath|QPAttrAccessFlags|QPAttrPKeyIndex,
+			QPAttrAltPath|QPAttrAccessFlags|QPAttrPKeyIndex,
+			QPAttrPKeyIndex|QPAttrQKey)},
+	{QPStateRTR, QPStateRTS}: {
+		req: perType(
+			QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrSQPSN|QPAttrMaxQPRdAtomic,
+			QPAttrSQPSN,
+			QPAttrSQPSN),
+		opt: perType(rtsOptRC, rtsOptUC, rtsOptUD)},
+	{QPStateRTS, QPStateRTS}: {opt: perType(rtsOptRC, rtsOptUC, rtsOptUD)},
+	{QPStateRTS, QPStateSQD}: {opt: perType(QPAttrEnSQDAsyncNotify, QPAttrEnSQDAsyncNotify, QPAttrEnSQDAsyncNotify)},
+	{QPStateSQD, QPStateRTS}: {opt: perType(rtsOptRC, rtsOptUC, rtsOptUD)},
+	{QPStateSQD, QPStateSQD}: {opt: perType(
+		QPAttrPort|QPAttrAV|QPAttrTimeout|QPAttrRetryCnt|QPAttrRNRRetry|QPAttrMaxQPRdAtomic|
+			QPAttrMaxDestRdAtomic|QPAttrAltPath|QPAttrAccessFlags|QPAttrPKeyIndex|QPAttrMinRNRTimer|QPAttrPathMigState,
+		QPAttrAV|QPAttrAltPath|QPAttrAccessFlags|QPAttrPKeyIndex|QPAttrPathMigState,
+		QPAttrPKeyIndex|QPAttrQKey)},
+	{QPStateSQE, QPStateRTS}: {opt: perType(0, QPAttrCurState|QPAttrAccessFlags, QPAttrCurState|QPAttrQKey)},
+}
+
+// checkTransition applies the IB spec's rules (the kernel's
+// ib_modify_qp_is_ok) so a wrong Modify fails with a clear error before
+// any kernel call.
+func checkTransition(typ QPType, cur, next QPState, mask QPAttrMask) error {
+	if cur > QPStateErr || next > QPStateErr {
+		return fmt.Errorf("uverbs: modify QP: state %v -> %v: %w", cur, next, errInvalid)
+	}
+	if mask&QPAttrCurState != 0 && (cur < QPStateRTR || cur > QPStateSQE) {
+		return fmt.Errorf("uverbs: modify QP: CUR_STATE given in %v (only RTR, RTS, SQD, SQE take it): %w", cur, errInvalid)
+	}
+	var t transition
+	switch {
+	case next == QPStateReset, next == QPStateErr && cur != QPStateReset:
+		// valid with no attributes: to RESET from every state, to ERR
+		// from every state but RESET
+	default:
+		var ok bool
+		if t, ok = qpTransitions[[2]QPState{cur, next}]; !ok {
+			return fmt.Errorf("uverbs: modify %v QP: %v -> %v is not a valid transition: %w", typ, cur, next, errInvalid)
+		}
+	}
+	req, opt := t.req[typ], t.opt[typ]
+	if missing := req &^ mask; missing != 0 {
+		return fmt.Errorf("uverbs: modify %v QP %v -> %v: missing required attributes %v: %w", typ, cur, next, missing, errInvalid)
+	}
+	if extra := mask &^ (req | opt | QPAttrState); extra != 0 {
+		return fmt.Errorf("uverbs: modify %v QP %v -> %v: attributes %v not allowed: %w", typ, cur, next, extra, errInvalid)
+	}
+	return nil
+}
+
+// Modify changes the QP's attributes and state (ibv_modify_qp). mask
+// selects the fields of attr to apply; with QPAttrState it is a state
+// transition, checked against the IB spec's table before the kernel is
+// asked.
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	if err := qp.alive(); err != nil {
+		return err
+	}
+	if attr == nil {
+		return fmt.Errorf("uverbs: modify QP: nil attributes: %w", errInvalid)
+	}
+	cur := QPState(qp.state.Load())
+	if mask&QPAttrCurState != 0 {
+		cur = attr.CurState
+	}
+	next := cur
+	if mask&QPAttrState != 0 {
+		next = attr.State
+	}
+	if err := checkTransition(qp.typ, cur, next, mask); err != nil {
+		return err
+	}
+	var req abi.ExModifyQP
+	b := &req.Base
+	b.QPHandle = qp.handle
+	b.AttrMask = uint32(mask)
+	b.QKey, b.RQPSN, b.SQPSN, b.DestQPNum = attr.QKey, attr.RQPSN, attr.SQPSN, attr.DestQPNum
+	b.QPAccessFlags = uint32(attr.AccessFlags)
+	b.PKeyIndex, b.AltPKeyIndex = attr.PKeyIndex, attr.AltPKeyIndex
+	b.QPState, b.CurQPState = uint8(attr.State), uint8(attr.CurState)
+	b.PathMTU, b.PathMigState = uint8(attr.PathMTU), uint8(attr.PathMigState)
+	b.EnSQDAsyncNotify = boolByte(attr.EnSQDAsyncNotify)
+	b.MaxRDAtomic, b.MaxDestRDAtomic, b.MinRNRTimer = attr.MaxRdAtomic, attr.MaxDestRdAtomic, attr.MinRNRTimer
+	b.PortNum, b.Timeout, b.RetryCnt, b.RNRRetry = attr.PortNum, attr.Timeout, attr.RetryCnt, attr.RNRRetry
+	b.AltPortNum, b.AltTimeout = attr.AltPortNum, attr.AltTimeout
+	b.Dest, b.AltDest = qpDest(attr.AHAttr), qpDest(attr.AltAHAttr)
+	if _, err := qp.ctx.fd.CommandEx("uverbs EX_MODIFY_QP", abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, abi.Bytes(&req), nil, 0, 0); err != nil {
+		return err
+	}
+	if mask&QPAttrState != 0 {
+		qp.state.Store(uint32(next))
+	}
+	return nil
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func qpDest(a AHAttr) abi.QPDest {
+	return abi.QPDest{DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, DLID: a.DLID,
+		SGIDIndex: a.GRH.SGIDIndex, HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
+		SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, IsGlobal: boolByte(a.IsGlobal), PortNum: a.PortNum}
+}
+
+func ahAttrFromDest(d abi.QPDest) AHAttr {
+	return AHAttr{GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex,
+		HopLimit: d.HopLimit, TrafficClass: d.TrafficClass}, DLID: d.DLID, SL: d.SL,
+		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, PortNum: d.PortNum}
+}
+
+// Query reads the QP's attributes (ibv_query_qp). The kernel reports
+// all of them; mask is passed along for devices that read it. It also
+// refreshes State.
+func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
+	if err := qp.alive(); err != nil {
+		return QPAttr{}, err
+	}
+	var resp abi.QueryQPResp
+	req := abi.QueryQP{QPHandle: qp.handle, AttrMask: uint32(mask)}
+	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	if err := qp.ctx.fd.Command("uverbs QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+		return QPAttr{}, err
+	}
+	a := QPAttr{
+		State: QPState(resp.QPState), CurState: QPState(resp.CurQPState), PathMTU: MTU(resp.PathMTU),
+		PathMigState: PathMigState(resp.PathMigState), QKey: resp.QKey, RQPSN: resp.RQPSN, SQPSN: resp.SQPSN,
+		DestQPNum: resp.DestQPNum, AccessFlags: Access(resp.QPAccessFlags),
+		Cap: QPCap{MaxSendWR: resp.MaxSendWR, MaxRecvWR: resp.MaxRecvWR, MaxSendSGE: resp.MaxSendSGE,
+			MaxRecvSGE: resp.MaxRecvSGE, MaxInlineData: resp.MaxInlineData},
+		AHAttr: ahAttrFromDest(resp.Dest), AltAHAttr: ahAttrFromDest(resp.AltDest),
+		PKeyIndex: resp.PKeyIndex, AltPKeyIndex: resp.AltPKeyIndex, SQDraining: resp.SQDraining != 0,
+		MaxRdAtomic: resp.MaxRDAtomic, MaxDestRdAtomic: resp.MaxDestRDAtomic, MinRNRTimer: resp.MinRNRTimer,
+		PortNum: resp.PortNum, Timeout: resp.Timeout, RetryCnt: resp.RetryCnt, RNRRetry: resp.RNRRetry,
+		AltPortNum: resp.AltPortNum, AltTimeout: resp.AltTimeout, SQSigAll: resp.SQSigAll != 0,
+	}
+	qp.state.Store(uint32(a.State))
+	return a, nil
+}
+
+// AttachMcast joins a UD QP to a multicast group (ibv_attach_mcast). On
+// RoCE the LID is 0 and gid is the group's (ff..) GID.
+func (qp *QP) AttachMcast(gid GID, lid uint16) error {
+	if err := qp.checkMcast(gid); err != nil {
+		return err
+	}
+	req := abi.AttachMcast{GID: gid, QPHandle: qp.handle, MLID: lid}
+	if err := qp.ctx.fd.Command("uverbs ATTACH_MCAST", abi.IB_USER_VERBS_CMD_ATTACH_MCAST, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	qp.mcast.Add(1)
+	return nil
+}
+
+// DetachMcast leaves a multicast group (ibv_detach_mcast).
+func (qp *QP) DetachMcast(gid GID, lid uint16) error {
+	if err := qp.checkMcast(gid); err != nil {
+		return err
+	}
+	req := abi.DetachMcast{GID: gid, QPHandle: qp.handle, MLID: lid}
+	if err := qp.ctx.fd.Command("uverbs DETACH_MCAST", abi.IB_USER_VERBS_CMD_DETACH_MCAST, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	qp.mcast.Add(-1)
+	return nil
+}
+
+func (qp *QP) checkMcast(gid GID) error {
+	if err := qp.alive(); err != nil {
+		return err
+	}
+	if qp.typ != QPTypeUD {
+		return fmt.Errorf("uverbs: multicast needs a UD QP, not %v: %w", qp.typ, errInvalid)
+	}
+	if gid[0] != 0xff {
+		return fmt.Errorf("uverbs: %x is not a multicast GID (ff00::/8): %w", gid[:], errInvalid)
+	}
+	return nil
+}
