@@ -448,3 +448,134 @@ func TestFastPathAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestUDReplyFromWC answers a datagram through an AH built from its
+// completion and GRH (ibv_create_ah_from_wc).
+func TestUDReplyFromWC(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeUD})
+	ah, err := a.pd.CreateAH(uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: b.gid, SGIDIndex: a.gidx, HopLimit: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	if err := b.qp.PostRecv(&uverbs.RecvWR{SGL: []uverbs.SGE{b.sge(0, uverbs.GRHLen+64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.qp.PostRecv(&uverbs.RecvWR{SGL: []uverbs.SGE{a.sge(1024, uverbs.GRHLen+64)}}); err != nil {
+		t.Fatal(err)
+	}
+	copy(a.buf, "ping")
+	if err := a.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(0, 4)},
+		AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: qkey}); err != nil {
+		t.Fatal(err)
+	}
+	waitWC(t, a.cq)
+	wc := waitWC(t, b.cq)
+	attr, err := b.ctx.InitAHFromWC(1, &wc, b.buf[:uverbs.GRHLen])
+	if err != nil {
+		t.Fatalf("InitAHFromWC: %v", err)
+	}
+	if !attr.IsGlobal || attr.GRH.DGID != a.gid || attr.GRH.SGIDIndex != b.gidx {
+		t.Errorf("AH attributes from the completion: %+v; want DGID %x, SGID index %d", attr, a.gid, b.gidx)
+	}
+	reply, err := b.pd.CreateAHFromWC(1, &wc, b.buf[:uverbs.GRHLen])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reply.Close()
+	copy(b.buf[512:], "pong")
+	if err := b.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{b.sge(512, 4)},
+		AH: reply, RemoteQPN: wc.SrcQP, RemoteQKey: qkey}); err != nil {
+		t.Fatal(err)
+	}
+	waitWC(t, b.cq)
+	waitWC(t, a.cq)
+	if got := string(a.buf[1024+uverbs.GRHLen : 1024+uverbs.GRHLen+4]); got != "pong" {
+		t.Errorf("reply %q", got)
+	}
+}
+
+// TestConcurrentPosters: four goroutines post sends on one locked QP
+// while the receiver's goroutines post receives; each work request
+// completes exactly once.
+func TestConcurrentPosters(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	const goroutines, each = 4, 50
+	total := goroutines * each
+	seen := make(map[uint64]int)
+	recvd := 0
+	done := make(chan struct{})
+	go func() { // the receiver: keeps receives posted, counts completions
+		defer close(done)
+		var wc [8]uverbs.WorkCompletion
+		posted := 0
+		deadline := time.Now().Add(60 * time.Second)
+		for recvd < total && time.Now().Before(deadline) {
+			for posted-recvd < 8 && posted < total {
+				if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: uint64(posted), SGL: []uverbs.SGE{b.sge(0, 16)}}); err != nil {
+					t.Error(err)
+					return
+				}
+				posted++
+			}
+			n, _ := b.cq.Poll(wc[:])
+			recvd += n
+		}
+	}()
+	errc := make(chan error, goroutines)
+	for g := range goroutines {
+		go func() {
+			for i := range each {
+				wr := &uverbs.SendWR{WRID: uint64(g*each + i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(g*16, 1)}}
+				for {
+					err := a.qp.PostSend(wr)
+					if errors.Is(err, uverbs.ErrBusy) {
+						time.Sleep(100 * time.Microsecond)
+						continue
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+					break
+				}
+			}
+			errc <- nil
+		}()
+	}
+	var wc [8]uverbs.WorkCompletion
+	deadline := time.Now().Add(60 * time.Second)
+	for len(seen) < total && time.Now().Before(deadline) {
+		n, err := a.cq.Poll(wc[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wc[:n] {
+			if w.Status != uverbs.WCSuccess {
+				t.Fatalf("completion %+v", w)
+			}
+			seen[w.WRID]++
+		}
+	}
+	for range goroutines {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	if len(seen) != total || recvd != total {
+		var missing []uint64
+		for id := range uint64(total) {
+			if seen[id] == 0 {
+				missing = append(missing, id)
+			}
+		}
+		st, _ := a.qp.Query(uverbs.QPAttrState)
+		t.Fatalf("%d distinct send completions and %d receives, want %d; missing %v; sender QP %v", len(seen), recvd, total, missing, st.State)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("wr_id %d completed %d times", id, n)
+		}
+	}
+}
