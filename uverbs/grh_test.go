@@ -86,7 +86,7 @@ func TestCheckTransition(t *testing.T) {
 		{QPTypeRC, QPStateRTS, QPStateSQE, QPAttrState, false},
 		{QPTypeUC, QPStateSQE, QPStateRTS, QPAttrState | QPAttrCurState, true},
 		{QPTypeRC, QPStateInit, QPStateInit, QPAttrState | QPAttrCurState, false}, // CUR_STATE not from INIT
-		{QPTypeRC, QPStateRTS, QPStateRTS, QPAttrMinRNRTimer, true},              // no state change
+		{QPTypeRC, QPStateRTS, QPStateRTS, QPAttrMinRNRTimer, true},               // no state change
 		{QPTypeUC, QPStateRTS, QPStateRTS, QPAttrMinRNRTimer, false},
 		{QPTypeRC, 9, QPStateInit, QPAttrState, false},
 	} {
