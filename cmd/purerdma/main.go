@@ -8,19 +8,61 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/purerdma/rdma/internal/rdmanl"
 	"github.com/purerdma/rdma/uverbs"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is a subcommand that lives in its own file and registers itself
+// in an init function, so commands can be added without touching this one.
+type command struct {
+	name  string
+	usage string // one or more "  name args   description" lines
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(c command) {
+	if _, dup := commands[c.name]; dup {
+		panic("purerdma: command " + c.name + " registered twice")
+	}
+	commands[c.name] = c
+}
+
+// usage is the built-in commands' text followed by the registered ones'.
+func usage() string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(usageText)
+	for _, n := range names {
+		b.WriteString(commands[n].usage)
+		if !strings.HasSuffix(commands[n].usage, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
 
 // linkClient is what the link commands need from *rdmanl.Conn; tests
@@ -65,7 +107,12 @@ func usageError(format string, args ...any) error {
 // the exit status: 0 on success, 1 when the command fails, 2 for a bad
 // command line.
 func run(args []string, stdout, stderr io.Writer) int {
-	err := dispatch(args, stdout)
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run with a context that ends on an interrupt.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdout, stderr)
 	switch {
 	case err == nil:
 		return 0
@@ -73,7 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()); msg != "" {
 			fmt.Fprintf(stderr, "purerdma%s\n", msg)
 		}
-		io.WriteString(stderr, usageText)
+		io.WriteString(stderr, usage())
 		return 2
 	default:
 		fmt.Fprintf(stderr, "purerdma: %v\n", err)
@@ -81,7 +128,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-func dispatch(args []string, stdout io.Writer) error {
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errUsage
 	}
@@ -95,6 +142,9 @@ func dispatch(args []string, stdout io.Writer) error {
 		return devices(stdout)
 	case "link":
 		return link(args[1:], stdout)
+	}
+	if c, ok := commands[args[0]]; ok {
+		return c.run(ctx, args[1:], stdout, stderr)
 	}
 	return usageError("unknown command %q", args[0])
 }
