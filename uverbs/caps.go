@@ -24,15 +24,8 @@ type deviceCaps struct {
 
 func (c *Context) capsEx() (uint64, error) {
 	c.caps.once.Do(func() {
-		var resp abi.ExQueryDeviceResp
-		out, err := c.fd.CommandEx("uverbs EX_QUERY_DEVICE", abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
-			abi.Bytes(&abi.ExQueryDevice{}), nil, len(abi.Bytes(&resp)), 0)
-		if err != nil {
-			c.caps.err = err
-			return
-		}
-		copy(abi.Bytes(&resp), out)
-		c.caps.flags = resp.DeviceCapFlagsEx
+		attr, err := c.QueryDevice()
+		c.caps.flags, c.caps.err = uint64(attr.DeviceCapFlagsEx), err
 	})
 	return c.caps.flags, c.caps.err
 }

@@ -100,17 +100,17 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 	if g.Dst[0] == 0xff || g.Version == 4 && g.Dst[12]&0xf0 == 0xe0 {
 		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: the datagram went to a multicast group: %w", errInvalid)
 	}
-	want := gidTypeRoCEv2
+	roceV2 := true
 	if g.Version == 6 {
 		switch g.NextHeader {
 		case 17:
 		case 0x1b:
-			want = gidTypeIBRoCEv1
+			roceV2 = false
 		default:
 			return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: next header %#x: %w", g.NextHeader, ErrNotSupported)
 		}
 	}
-	idx, err := c.findGIDIndex(port, g.Dst, want)
+	idx, err := c.findGIDIndex(port, g.Dst, roceV2)
 	if err != nil {
 		return AHAttr{}, err
 	}

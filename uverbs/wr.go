@@ -257,7 +257,7 @@ func flagString(v uint64, names []string) string {
 	}
 	s := ""
 	for i, n := range names {
-		if v&(1<<i) != 0 {
+		if n != "" && v&(1<<i) != 0 {
 			if s != "" {
 				s += "|"
 			}

@@ -95,9 +95,9 @@ func TestUsage(t *testing.T) {
 			if stdout != "" {
 				t.Errorf("stdout = %q, want nothing", stdout)
 			}
-			want := usageText
+			want := usage()
 			if tt.message != "" {
-				want = tt.message + "\n" + usageText
+				want = tt.message + "\n" + usage()
 			}
 			if diff := cmp.Diff(want, stderr); diff != "" {
 				t.Errorf("stderr mismatch (-want +got):\n%s", diff)
