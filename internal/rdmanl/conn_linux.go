@@ -181,6 +181,24 @@ func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
 	return Chardev{}, &OpError{Op: cmdName(cmdChardev), Err: errors.New("no reply")}
 }
 
+// System asks for the subsystem's global settings (RDMA_NLDEV_CMD_SYS_GET).
+func (c *Conn) System() (System, error) {
+	msgs, err := c.execute(cmdSysGet, "", false, sysGetRequest)
+	if err != nil {
+		return System{}, err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == nldevType(cmdSysGet) {
+			s, err := parseSystem(m.Data)
+			if err != nil {
+				return System{}, &OpError{Op: cmdName(cmdSysGet), Err: err}
+			}
+			return s, nil
+		}
+	}
+	return System{}, &OpError{Op: cmdName(cmdSysGet), Err: errors.New("no reply")}
+}
+
 // Links lists the ports of every RDMA device, like "rdma link show".
 // The kernel dumps ports one device at a time, so this is one GET dump
 // followed by a PORT_GET dump per device.
@@ -237,7 +255,9 @@ func (c *Conn) execute(op uint16, dev string, dump bool, build func(seq uint32) 
 		if err != nil {
 			var ke kernelError
 			if errors.As(err, &ke) {
-				return nil, fail(ke.Errno, ke.Message)
+				err := fail(ke.Errno, ke.Message).(*OpError)
+				err.Kernel = true
+				return nil, err
 			}
 			return nil, fail(err, "")
 		}

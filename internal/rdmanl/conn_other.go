@@ -40,3 +40,5 @@ func (c *Conn) Links() ([]Link, error) { return nil, errUnsupported(cmdName(cmdP
 func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
 	return Chardev{}, errUnsupported(cmdName(cmdChardev))
 }
+
+func (c *Conn) System() (System, error) { return System{}, errUnsupported(cmdName(cmdSysGet)) }

@@ -47,6 +47,8 @@ func TestConstantsMatchHeaders(t *testing.T) {
 		{"RDMA_NLDEV_CMD_DELLINK", cmdDelLink},
 		{"RDMA_NLDEV_CMD_PORT_GET", cmdPortGet},
 		{"RDMA_NLDEV_CMD_GET_CHARDEV", cmdChardev},
+		{"RDMA_NLDEV_CMD_SYS_GET", cmdSysGet},
+		{"RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK", attrSysCopyOnFork},
 		{"RDMA_NLDEV_ATTR_CHARDEV_TYPE", attrChardevType},
 		{"RDMA_NLDEV_ATTR_CHARDEV_NAME", attrChardevName},
 		{"RDMA_NLDEV_ATTR_CHARDEV_ABI", attrChardevABI},

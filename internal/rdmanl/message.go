@@ -47,6 +47,7 @@ const (
 	cmdNewLink = 3  // RDMA_NLDEV_CMD_NEWLINK
 	cmdDelLink = 4  // RDMA_NLDEV_CMD_DELLINK
 	cmdPortGet = 5  // RDMA_NLDEV_CMD_PORT_GET
+	cmdSysGet  = 6  // RDMA_NLDEV_CMD_SYS_GET
 	cmdChardev = 15 // RDMA_NLDEV_CMD_GET_CHARDEV
 
 	attrDevIndex      = 1  // RDMA_NLDEV_ATTR_DEV_INDEX, u32
@@ -67,6 +68,7 @@ const (
 	attrChardevABI    = 71 // RDMA_NLDEV_ATTR_CHARDEV_ABI, u64
 	attrChardev       = 72 // RDMA_NLDEV_ATTR_CHARDEV, u64 (dev_t)
 	attrUverbsDriver  = 73 // RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, u32
+	attrSysCopyOnFork = 93 // RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK, u8
 )
 
 // nldevType is RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, op).
@@ -85,6 +87,8 @@ func cmdName(op uint16) string {
 		return "PORT_GET"
 	case cmdChardev:
 		return "GET_CHARDEV"
+	case cmdSysGet:
+		return "SYS_GET"
 	}
 	return fmt.Sprintf("command %d", op)
 }
@@ -523,4 +527,28 @@ func parseChardev(b []byte) (Chardev, error) {
 		}
 	}
 	return c, nil
+}
+
+func sysGetRequest(seq uint32) []byte {
+	return newRequest(nldevType(cmdSysGet), flagRequest|flagAck, seq).finish()
+}
+
+// parseSystem decodes a RDMA_NLDEV_CMD_SYS_GET reply. A kernel before
+// 5.13 sends no copy-on-fork attribute: it does not copy pinned pages.
+func parseSystem(b []byte) (System, error) {
+	var s System
+	attrs, err := parseAttrs(b)
+	if err != nil {
+		return s, err
+	}
+	for _, a := range attrs {
+		if a.Type == attrSysCopyOnFork {
+			v, err := a.uint8()
+			if err != nil {
+				return s, err
+			}
+			s.CopyOnFork = v != 0
+		}
+	}
+	return s, nil
 }

@@ -71,6 +71,9 @@ type OpError struct {
 	Device  string // the RDMA device the operation was about, if any
 	Err     error  // usually a unix.Errno
 	Message string // the kernel's extended ACK message, or a hint
+	// Kernel is set when the kernel answered the request with an error,
+	// as opposed to the request not reaching it.
+	Kernel bool
 }
 
 func (e *OpError) Error() string {
@@ -112,4 +115,11 @@ type Chardev struct {
 	Dev      uint64 // dev_t
 	ABI      uint64 // the client's ABI version
 	DriverID uint32 // uverbs: enum rdma_driver_id
+}
+
+// System is the RDMA subsystem's global settings (rdma system show).
+type System struct {
+	// CopyOnFork reports that the kernel copies pinned pages on fork
+	// (Linux 5.13+), so registered memory needs no MADV_DONTFORK.
+	CopyOnFork bool
 }

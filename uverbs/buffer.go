@@ -1,0 +1,169 @@
+package uverbs
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"weak"
+
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// Buffer is page-aligned memory for registration, mapped outside the Go
+// heap (anonymous mmap): the garbage collector never moves or frees it,
+// and it shares no page with Go objects, so fork protection (see
+// ForkSafety) marks nothing else. Register it with PD.RegBuffer, or pass
+// Bytes (or a part of it) to PD.RegMR; either way Close is refused while
+// a memory region uses it.
+//
+// Close the Buffer when done. As a leak net, the garbage collector
+// unmaps a Buffer that became unreachable without Close; slices from
+// Bytes do not keep it reachable (they point outside the heap), so keep
+// the *Buffer, or a memory region registered on it, while its memory is
+// in use.
+//
+// Bytes may be used from any goroutine; synchronising access to the
+// contents is the caller's business. Close is safe to call concurrently
+// and more than once.
+type Buffer struct {
+	mu     sync.Mutex
+	mem    []byte // the whole mapping, nil once closed
+	size   int    // what AllocBuffer was asked for
+	users  atomic.Int32
+	leaked runtime.Cleanup
+}
+
+// AllocBuffer maps size bytes of zeroed, page-aligned memory. The mapping
+// is rounded up to whole pages; Bytes returns exactly size bytes.
+func AllocBuffer(size int) (*Buffer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d: must be positive: %w", size, errInvalid)
+	}
+	ps := os.Getpagesize()
+	if size > int(^uint(0)>>1)-ps {
+		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d: too large: %w", size, errInvalid)
+	}
+	mem, err := sys.MmapAnon((size + ps - 1) &^ (ps - 1))
+	if err != nil {
+		return nil, err
+	}
+	b := &Buffer{mem: mem, size: size}
+	// A leak net: an unreachable, unclosed Buffer is unmapped by the GC.
+	// (A memory region keeps its Buffer reachable while it is open.)
+	b.leaked = runtime.AddCleanup(b, func(mem []byte) {
+		buffers.mu.Lock()
+		buffers.drop(uint64(sys.PointerTo(mem)))
+		buffers.mu.Unlock()
+		buffersLeaked.Add(1)
+		sys.Munmap(mem)
+	}, mem)
+	buffers.add(b)
+	return b, nil
+}
+
+// buffersLeaked counts Buffers the garbage collector unmapped because
+// they were never closed; tests check it.
+var buffersLeaked atomic.Int64
+
+// Bytes is the buffer's memory, or nil after Close. Slices taken from it
+// must not be used after Close: the memory is unmapped.
+func (b *Buffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mem == nil {
+		return nil
+	}
+	return b.mem[:b.size:b.size]
+}
+
+// Len is the size AllocBuffer was asked for.
+func (b *Buffer) Len() int { return b.size }
+
+// Close unmaps the buffer. It fails with EBUSY, and the buffer stays
+// usable, while memory regions are registered on it; a second Close
+// returns ErrClosed.
+func (b *Buffer) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mem == nil {
+		return fmt.Errorf("uverbs: Buffer: %w", ErrClosed)
+	}
+	// Under buffers' lock, so a concurrent registration either sees the
+	// buffer gone or is counted before this check.
+	if err := buffers.remove(b); err != nil {
+		return err
+	}
+	b.leaked.Stop()
+	err := sys.Munmap(b.mem)
+	b.mem = nil
+	return err
+}
+
+// bufferSet finds the Buffer that holds an address, so that registering a
+// slice of a Buffer counts as a use of it. It holds weak pointers: an
+// unreachable Buffer stays collectable.
+type bufferSet struct {
+	mu   sync.Mutex
+	live []bufEntry // sorted by address
+}
+
+type bufEntry struct {
+	start, end uint64
+	b          weak.Pointer[Buffer]
+}
+
+var buffers bufferSet
+
+func (s *bufferSet) add(b *Buffer) {
+	start := uint64(sys.PointerTo(b.mem))
+	e := bufEntry{start, start + uint64(len(b.mem)), weak.Make(b)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.live), func(i int) bool { return s.live[i].start > start })
+	s.live = slices.Insert(s.live, i, e)
+}
+
+// remove forgets b unless memory regions use it (EBUSY).
+func (s *bufferSet) remove(b *Buffer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := b.users.Load(); n > 0 {
+		return sys.InUse("uverbs close Buffer", int(n))
+	}
+	s.drop(uint64(sys.PointerTo(b.mem)))
+	return nil
+}
+
+// drop forgets the entry starting at start; s.mu is held.
+func (s *bufferSet) drop(start uint64) {
+	s.live = slices.DeleteFunc(s.live, func(e bufEntry) bool { return e.start == start })
+}
+
+// use finds the open Buffer that holds all of [addr, addr+length) and
+// counts a use of it; nil if the memory is not a Buffer's.
+func (s *bufferSet) use(addr, length uint64) *Buffer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := sort.Search(len(s.live), func(i int) bool { return s.live[i].start > addr })
+	if i == 0 {
+		return nil
+	}
+	e := s.live[i-1]
+	b := e.b.Value()
+	if b == nil || addr+length > e.end {
+		return nil
+	}
+	b.users.Add(1)
+	return b
+}
+
+// release undoes use.
+func (b *Buffer) release() {
+	if b != nil {
+		b.users.Add(-1)
+	}
+}
