@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
@@ -39,7 +40,7 @@ func (t MWType) String() string {
 // window is bound; binding is done with work requests (see MWBind).
 type MW struct {
 	resource
-	rkey uint32
+	rkey atomic.Uint32 // a posted BIND_MW changes it
 	typ  MWType
 	pd   *PD
 }
@@ -69,7 +70,8 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		pd.release()
 		return nil, err
 	}
-	mw := &MW{rkey: resp.RKey, typ: typ, pd: pd}
+	mw := &MW{typ: typ, pd: pd}
+	mw.rkey.Store(resp.RKey)
 	mw.resource = resource{ctx: c, kind: "MW", handle: resp.MWHandle, closer: mw.destroy}
 	c.track(&mw.resource)
 	return mw, nil
@@ -90,7 +92,7 @@ func (mw *MW) destroy() error {
 func (mw *MW) Close() error { return mw.close() }
 
 // RKey is the key remote peers use with the window once it is bound.
-func (mw *MW) RKey() uint32 { return mw.rkey }
+func (mw *MW) RKey() uint32 { return mw.rkey.Load() }
 
 // Type is the window's type.
 func (mw *MW) Type() MWType { return mw.typ }

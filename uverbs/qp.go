@@ -258,8 +258,10 @@ func (qp *QP) PostSend(wr *SendWR) error {
 }
 
 // PostRecv posts a chain of receive work requests (ibv_post_recv). It
-// makes no system call and does not allocate. A QP with an SRQ has no
-// receive queue: post to the SRQ.
+// makes no system call and does not allocate, except on a QP in the ERR
+// state (as last set or queried), where rxe needs a call to flush the
+// new requests with WCWRFlushErr. A QP with an SRQ has no receive
+// queue: post to the SRQ.
 func (qp *QP) PostRecv(wr *RecvWR) error {
 	if qp.locks {
 		qp.rmu.Lock()
@@ -314,6 +316,9 @@ func (qp *QP) checkSend(wr *SendWR) error {
 	case WRBindMW:
 		if wr.Bind == nil || wr.Bind.MW == nil || wr.Bind.MR == nil || len(wr.SGL) != 0 {
 			return fmt.Errorf("uverbs post send: BIND_MW needs Bind with MW and MR, and no SGL: %w", errInvalid)
+		}
+		if wr.Bind.RKey>>8 != wr.Bind.MW.RKey()>>8 {
+			return fmt.Errorf("uverbs post send: BIND_MW rkey %#x for a window with rkey %#x: only the low 8 bits may change: %w", wr.Bind.RKey, wr.Bind.MW.RKey(), errInvalid)
 		}
 	case WRSend, WRSendWithImm:
 		if qp.typ == QPTypeUD && wr.AH == nil {

@@ -132,10 +132,16 @@ func TestQPStateMachine(t *testing.T) {
 						t.Fatalf("Query: %v", qerr)
 					}
 					if valid && stuck {
-						if !errors.Is(err, syscall.EINVAL) || got.State != uverbs.QPStateSQD {
-							t.Fatalf("SQD -> %v while rxe reports sq_draining: %v, state %v; want the kernel's EINVAL", to, err, got.State)
+						// The drain may finish between Query and Modify: then
+						// the transition goes through like any valid one.
+						switch {
+						case err == nil && got.State == to:
+							t.Logf("the drain finished before SQD -> %v", to)
+						case errors.Is(err, syscall.EINVAL) && got.State == uverbs.QPStateSQD:
+							t.Logf("rxe refuses SQD -> %v while sq_draining is set: %v", to, err)
+						default:
+							t.Fatalf("SQD -> %v while rxe reported sq_draining: %v, state %v; want success or the kernel's EINVAL in SQD", to, err, got.State)
 						}
-						t.Logf("rxe refuses SQD -> %v while sq_draining is set: %v", to, err)
 						return
 					}
 					if valid {

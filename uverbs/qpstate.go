@@ -300,7 +300,8 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 }
 
 // AttachMcast joins a UD QP to a multicast group (ibv_attach_mcast). On
-// RoCE the LID is 0 and gid is the group's (ff..) GID.
+// RoCE the LID is 0 and gid is the group's GID: ff.. for IPv6 groups,
+// ::ffff:a.b.c.d for an IPv4 group on RoCE v2.
 func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 	if err := qp.checkMcast(gid); err != nil {
 		return err
@@ -333,8 +334,19 @@ func (qp *QP) checkMcast(gid GID) error {
 	if qp.typ != QPTypeUD {
 		return fmt.Errorf("uverbs: multicast needs a UD QP, not %v: %w", qp.typ, errInvalid)
 	}
-	if gid[0] != 0xff {
-		return fmt.Errorf("uverbs: %x is not a multicast GID (ff00::/8): %w", gid[:], errInvalid)
+	if !isMulticastGID(gid) {
+		return fmt.Errorf("uverbs: %x is not a multicast GID (ff00::/8, or ::ffff:224.0.0.0/100 on RoCE v2): %w", gid[:], errInvalid)
 	}
 	return nil
+}
+
+// isMulticastGID is the kernel's rdma_is_multicast_addr: an IPv6
+// multicast GID, or the IPv4-mapped GID of an IPv4 multicast address,
+// which is how RoCE v2 names IPv4 groups.
+func isMulticastGID(gid GID) bool {
+	if gid[0] == 0xff {
+		return true
+	}
+	v4mapped := [12]byte{10: 0xff, 11: 0xff}
+	return [12]byte(gid[:12]) == v4mapped && gid[12]&0xf0 == 0xe0
 }

@@ -118,7 +118,7 @@ func (q *rxeCQ) poll(wc []WorkCompletion) int {
 		*w = WorkCompletion{
 			WRID: e.WRID, Status: WCStatus(e.Status), Opcode: WCOpcode(e.Opcode),
 			VendorErr: e.VendorErr, ByteLen: e.ByteLen, QPNum: e.QPNum, SrcQP: e.SrcQP,
-			Flags: WCFlags(e.WCFlags), PKeyIndex: e.PKeyIndex, SLID: e.SLID, SL: e.SL,
+			Flags: wcFlags(e.WCFlags), PKeyIndex: e.PKeyIndex, SLID: e.SLID, SL: e.SL,
 			DLIDPathBits: e.DLIDPathBits, PortNum: e.PortNum,
 		}
 		ex := *e.Ex.ImmData()
@@ -135,6 +135,31 @@ func (q *rxeCQ) poll(wc []WorkCompletion) int {
 		atomic.StoreUint32(&r.hdr.ConsumerIndex, cons)
 	}
 	return n
+}
+
+// The kernel's enum ib_wc_flags, which rxe writes into user completions
+// as they are. They differ from ibv_wc_flags (WCFlags) in two bits:
+// invalidate is bit 2 there and bit 3 here, IP checksum OK the reverse.
+// (libibverbs copies rxe's flags unchanged, so its users see a
+// SEND_WITH_INV receive as IBV_WC_IP_CSUM_OK.)
+const (
+	ibWCGRH            = 1 << 0
+	ibWCWithImm        = 1 << 1
+	ibWCWithInvalidate = 1 << 2
+	ibWCIPCsumOK       = 1 << 3
+)
+
+// wcFlags converts the kernel's completion flags to WCFlags; the bits
+// neither knows (SMAC, VLAN, network header type) are dropped.
+func wcFlags(k uint32) WCFlags {
+	f := WCFlags(k & (ibWCGRH | ibWCWithImm))
+	if k&ibWCWithInvalidate != 0 {
+		f |= WCWithInv
+	}
+	if k&ibWCIPCsumOK != 0 {
+		f |= WCIPCsumOK
+	}
+	return f
 }
 
 func (q *rxeCQ) resizeDriverOutLen() int { return int(abiSize[abi.RXEResizeCQResp]()) }
@@ -267,7 +292,12 @@ func (q *rxeQP) postOneSend(wr *SendWR) error {
 	case WRBindMW:
 		b := wr.Bind
 		mw := wqe.WR.WR.MW()
-		mw.Addr, mw.Length, mw.MRLKey, mw.MWRKey, mw.RKey, mw.Access = b.Addr, b.Length, b.MR.LKey(), b.MW.rkey, b.RKey, uint32(b.Access)
+		mw.Addr, mw.Length, mw.MRLKey, mw.MWRKey, mw.RKey, mw.Access = b.Addr, b.Length, b.MR.LKey(), b.MW.RKey(), b.RKey, uint32(b.Access)
+		// The kernel names the window by its current rkey and gives it
+		// the new one when the bind executes: the next bind or
+		// invalidation must use the new key (libibverbs' ibv_bind_mw
+		// updates ibv_mw.rkey the same way, when posting).
+		b.MW.rkey.Store(b.RKey)
 		goto publish
 	case WRLocalInv:
 		*wqe.WR.Ex.InvalidateRKey() = wr.InvalidateRKey
@@ -300,7 +330,17 @@ publish:
 }
 
 func (q *rxeQP) postRecv(wr *RecvWR) error {
-	return postRecvRing(q.rq, q.qp.cap.MaxRecvWR, q.qp.cap.MaxRecvSGE, wr)
+	err := postRecvRing(q.rq, q.qp.cap.MaxRecvWR, q.qp.cap.MaxRecvSGE, wr)
+	if QPState(q.qp.state.Load()) == QPStateErr {
+		// rxe flushes the receive queue of a QP in the error state only
+		// when its responder runs, and nothing runs it for receives
+		// posted later: moving the QP to ERR again does, so these
+		// complete with WCWRFlushErr as the verbs require.
+		if kerr := q.qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState); kerr != nil && err == nil {
+			err = kerr
+		}
+	}
+	return err
 }
 
 // postRecvRing writes receive work requests into a QP's receive queue or

@@ -1,0 +1,28 @@
+//go:build amd64 || arm64
+
+package mmio
+
+import "unsafe"
+
+// Implemented in barrier_$GOARCH.s. doc.go says what each instruction
+// sequence guarantees.
+
+// WriteBarrier orders stores: every store before it, to any kind of
+// memory (ordinary, write-combining, device), is observed by other CPUs
+// and by devices before any store after it. Pending write-combined
+// stores are flushed. amd64: SFENCE. arm64: DSB ST.
+func WriteBarrier()
+
+// ReadBarrier orders loads: every load before it is satisfied before
+// any load after it, so data a device wrote before setting a flag the
+// CPU saw is read as the device wrote it. amd64: LFENCE. arm64: DMB LD.
+func ReadBarrier()
+
+//go:noescape
+func storeUint32BE(p unsafe.Pointer, v uint32)
+
+//go:noescape
+func storeUint64BE(p unsafe.Pointer, v uint64)
+
+//go:noescape
+func copy64(dst, src unsafe.Pointer)

@@ -1,0 +1,50 @@
+#include "textflag.h"
+
+// What each sequence guarantees, and why these instructions: doc.go.
+
+// func WriteBarrier()
+TEXT ·WriteBarrier(SB), NOSPLIT|NOFRAME, $0-0
+	SFENCE
+	RET
+
+// func ReadBarrier()
+TEXT ·ReadBarrier(SB), NOSPLIT|NOFRAME, $0-0
+	LFENCE
+	RET
+
+// func storeUint32BE(p unsafe.Pointer, v uint32)
+// A plain MOV: x86 keeps stores to write-back and uncached memory in
+// program order and never moves a store before an earlier load, so the
+// store is a release; unlike XCHG it does not read the word.
+TEXT ·storeUint32BE(SB), NOSPLIT|NOFRAME, $0-12
+	MOVQ	p+0(FP), AX
+	MOVL	v+8(FP), BX
+	BSWAPL	BX
+	MOVL	BX, (AX)
+	RET
+
+// func storeUint64BE(p unsafe.Pointer, v uint64)
+TEXT ·storeUint64BE(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ	p+0(FP), AX
+	MOVQ	v+8(FP), BX
+	BSWAPQ	BX
+	MOVQ	BX, (AX)
+	RET
+
+// func copy64(dst, src unsafe.Pointer)
+// dst is 64-byte aligned (Copy64 checks), src may be anywhere: four
+// unaligned 16-byte loads, four aligned 16-byte stores in ascending
+// order, then SFENCE to flush the write-combining buffer.
+TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ	dst+0(FP), DI
+	MOVQ	src+8(FP), SI
+	MOVUPS	0(SI), X0
+	MOVUPS	16(SI), X1
+	MOVUPS	32(SI), X2
+	MOVUPS	48(SI), X3
+	MOVAPS	X0, 0(DI)
+	MOVAPS	X1, 16(DI)
+	MOVAPS	X2, 32(DI)
+	MOVAPS	X3, 48(DI)
+	SFENCE
+	RET

@@ -1,0 +1,51 @@
+#include "textflag.h"
+
+// What each sequence guarantees, and why these instructions: doc.go.
+// Barrier options (the CRm field): SY 15, ST 14, LD 13, OSH 3, OSHST 2.
+
+// func WriteBarrier()
+TEXT ·WriteBarrier(SB), NOSPLIT|NOFRAME, $0-0
+	DSB	$14	// DSB ST
+	RET
+
+// func ReadBarrier()
+TEXT ·ReadBarrier(SB), NOSPLIT|NOFRAME, $0-0
+	DMB	$13	// DMB LD
+	RET
+
+// func storeUint32BE(p unsafe.Pointer, v uint32)
+// DMB OSH orders every earlier load and store before the store, for the
+// CPUs and for devices in the outer shareable domain: a release that
+// DMA sees too. Then one 32-bit STR.
+TEXT ·storeUint32BE(SB), NOSPLIT|NOFRAME, $0-12
+	MOVD	p+0(FP), R0
+	MOVWU	v+8(FP), R1
+	REVW	R1, R1
+	DMB	$3	// DMB OSH
+	MOVW	R1, (R0)
+	RET
+
+// func storeUint64BE(p unsafe.Pointer, v uint64)
+// DMB OSHST (Linux's dma_wmb, the barrier in its writeq): earlier stores
+// reach a DMA-coherent device first. Then one 64-bit STR.
+TEXT ·storeUint64BE(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD	p+0(FP), R0
+	MOVD	v+8(FP), R1
+	REV	R1, R1
+	DMB	$2	// DMB OSHST
+	MOVD	R1, (R0)
+	RET
+
+// func copy64(dst, src unsafe.Pointer)
+// Two LDP/STP pairs of 128-bit registers, ascending, then DSB ST: it
+// waits until the stores have left the CPU, which is what pushes a
+// write-combining buffer out (rdma-core's mmio_flush_writes on arm64).
+TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD	dst+0(FP), R0
+	MOVD	src+8(FP), R1
+	FLDPQ	(R1), (F0, F1)
+	FLDPQ	32(R1), (F2, F3)
+	FSTPQ	(F0, F1), (R0)
+	FSTPQ	(F2, F3), 32(R0)
+	DSB	$14	// DSB ST
+	RET

@@ -1,0 +1,46 @@
+package mmio
+
+import "unsafe"
+
+// StoreUint32BE stores v in big-endian byte order at b[off], which must
+// be 4-byte aligned, with release semantics towards other CPUs and
+// towards a DMA-coherent device: every load and store before it is
+// observed before it. It is one 4-byte store and never reads the word.
+//
+// It is the write of a doorbell record, the big-endian counter in host
+// memory that a device (mlx5) reads to learn how far a queue was filled:
+// the work queue entries written before it are visible to the device
+// before the counter is.
+func StoreUint32BE(b []byte, off int, v uint32) { storeUint32BE(ptr(b, off, 4), v) }
+
+// StoreUint64BE stores v in big-endian byte order at b[off], which must
+// be 8-byte aligned, as one 8-byte store: never split, never merged with
+// neighbouring stores by the compiler, and never a read-modify-write, so
+// it is safe on a device register where a read has side effects or
+// costs a round trip over the bus. Earlier stores to ordinary memory are
+// observed by a DMA-coherent device before it.
+//
+// It is the 64-bit doorbell write to a mapped device register (mlx5's
+// UAR: the first 8 bytes of the work queue entry's control segment). On
+// a write-combining mapping call WriteBarrier before it, so it is not
+// combined with or reordered against earlier write-combined stores, and
+// after it, to push it to the device without delay.
+func StoreUint64BE(b []byte, off int, v uint64) { storeUint64BE(ptr(b, off, 8), v) }
+
+// Copy64 copies the 64 bytes at src to dst[0:64] in ascending address
+// order and then flushes them to the device (a WriteBarrier): on a
+// write-combining mapping the CPU can send them as one 64-byte write.
+// It is the BlueFlame-style doorbell, which writes a whole work queue
+// entry to a device register instead of ringing a doorbell.
+//
+// dst must be at least 64 bytes long and its first byte 64-byte aligned,
+// so the copy covers exactly one write-combining buffer; otherwise
+// Copy64 copies nothing and returns false. The copy is not atomic: a
+// concurrent reader may see part of it.
+func Copy64(dst []byte, src *[64]byte) bool {
+	if len(dst) < 64 || uintptr(unsafe.Pointer(unsafe.SliceData(dst)))%64 != 0 {
+		return false
+	}
+	copy64(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(src))
+	return true
+}
