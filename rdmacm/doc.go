@@ -1,4 +1,92 @@
-// Package rdmacm will be the connection manager over the kernel's ucma ABI
-// on /dev/infiniband/rdma_cm, the Go equivalent of librdmacm. Nothing is
-// implemented yet (issue 5).
+// Package rdmacm is the RDMA connection manager for Go: librdmacm over
+// the kernel's ucma ABI (/dev/infiniband/rdma_cm), with neither
+// librdmacm nor cgo. It resolves IP addresses to RDMA devices and
+// routes, sets up RC connections and UD endpoints the way TCP and UDP
+// sockets are set up (bind, listen, connect, accept), carries private
+// data in the handshakes, and joins multicast groups. The QPs, CQs and
+// memory are package uverbs objects.
+//
+// # Two ways to drive an ID
+//
+// An ID's steps are asynchronous in the kernel: a call starts one, and
+// its outcome arrives as an Event on the ID's EventChannel. Programs
+// with many IDs share one channel and run an event loop over
+// EventChannel.Next:
+//
+//	ch, _ := rdmacm.NewEventChannel()
+//	id, _ := rdmacm.CreateID(ch, rdmacm.PortSpaceTCP)
+//	id.ResolveAddr(netip.AddrPort{}, dst, time.Second)
+//	for {
+//		ev, err := ch.Next(ctx)
+//		...
+//		switch ev.Type {
+//		case rdmacm.EventAddrResolved:
+//			ev.ID.ResolveRoute(time.Second)
+//		case rdmacm.EventRouteResolved:
+//			ev.ID.CreateQP(pd, cfg)
+//			ev.ID.Connect(nil)
+//		case rdmacm.EventEstablished:
+//			...
+//		}
+//	}
+//
+// An ID created with a nil channel gets a private one, and then the
+// blocking forms (Resolve, ConnectContext, GetRequest, AcceptContext,
+// DisconnectContext, JoinMulticastContext) start a step and wait for its
+// event, like librdmacm's synchronous mode. CreateEP with GetAddrInfo
+// makes such an ID from a host and port in one call; see the example.
+//
+// Next copies each event out of the kernel and acknowledges it before
+// returning it: there is no rdma_ack_cm_event, an Event stays valid, and
+// closing an ID never waits for the application. On the way Next does
+// what librdmacm does for the ID: it binds it to its device on
+// ADDR_RESOLVED, makes the new ID of a CONNECT_REQUEST, completes the
+// active side of a connection on CONNECT_RESPONSE, moves the QP to ERR
+// on REJECTED, and attaches it to a group on MULTICAST_JOIN.
+//
+// # QPs and devices
+//
+// ID.CreateQP creates the ID's QP on the ID's device and moves it
+// through its states with the attributes the kernel computes
+// (RDMA_USER_CM_CMD_INIT_QP_ATTR, as rdma_init_qp_attr): to INIT at
+// once (a UD QP on to RTS), to RTR and RTS when Accept is called or when
+// the peer accepts, to ERR on Disconnect. The ID owns that QP and the
+// CQs it makes for it, and the SRQ of CreateSRQ. A caller that creates
+// its QP itself moves it with InitQPAttr, passes its number in
+// ConnParam, and on the active side calls Establish after
+// CONNECT_RESPONSE. RegMsgs, PostSend, GetRecvComp and the other short
+// forms of librdmacm's rdma_verbs.h work on the ID's QP.
+//
+// The kernel ties an ID to an RDMA device, not to a uverbs file, so the
+// PD passed to CreateQP may come from any uverbs.Context of that device
+// (ID.Device names it); such a Context is the caller's. For programs
+// that do not want to open one, ID.Context and CreateQP with a nil PD
+// use a Context this package shares per device: opened on first use,
+// held by each ID that used it, closed with everything on it when the
+// last of those IDs is closed. Memory registered there must be closed
+// before that; objects that outlive the IDs belong on a Context the
+// caller opened.
+//
+// # Private data
+//
+// Connect, Accept and Reject carry private data to the peer's event.
+// The InfiniBand CM messages under them have fixed-size fields, so the
+// limits are per step and port space (MaxConnectPrivateData and the
+// others: 56 bytes for an RC connect, 196 for an accept, 148 for a
+// reject, 180 and 136 for UD); longer data is refused before any kernel
+// call. The receiving event's PrivateData has the field's full length,
+// zero padded: carry the length in the data when it matters.
+//
+// # Concurrency
+//
+// IDs and channels are safe for concurrent use. One goroutine waits in
+// Next per channel: a second Next fails at once with ErrBusy. Next
+// returns when an event arrives, when its ctx ends, or with ErrClosed
+// when the channel is closed; no goroutine runs inside the package.
+// Close on an ID waits only for an event of that ID that another
+// goroutine's Next is still processing, never for the application.
+//
+// Errors name the operation and wrap the kernel's errno, so errors.Is
+// works with syscall errnos and with ErrClosed, ErrBusy, ErrRejected and
+// ErrNotSupported. Bad input fails with EINVAL before any kernel call.
 package rdmacm

@@ -1,0 +1,314 @@
+// Package ucma speaks the kernel's rdma_cm ABI: the write() commands of
+// /dev/infiniband/rdma_cm (drivers/infiniband/core/ucma.c). Each command
+// has one typed wrapper here; the header, the response pointers and the
+// pinning of the memory the kernel writes stay inside this package. The
+// rdmacm package gives them meaning.
+//
+// A command is a write() of struct rdma_ucm_cmd_hdr followed by the
+// command's struct; unlike uverbs, the header's in and out fields count
+// bytes. A command with a response carries the response's address in its
+// struct; the kernel copies the response there and the write returns the
+// number of bytes written.
+//
+// The fd is non-blocking and registered with the Go runtime poller:
+// GET_EVENT, which blocks in the kernel on a blocking fd, returns EAGAIN
+// instead, and GetEvent parks the goroutine until the fd polls readable
+// (the kernel reports EPOLLIN while its event list is not empty).
+package ucma
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/evfd"
+	"github.com/purerdma/rdma/internal/sys"
+	"golang.org/x/sys/unix"
+)
+
+// Path is the rdma_cm character device.
+const Path = "/dev/infiniband/rdma_cm"
+
+// File is an open rdma_cm fd: an event channel.
+type File struct {
+	f *evfd.File
+	// kernel, if set, takes the commands instead of the fd: the fake
+	// kernel of the tests. It gets the whole write and returns its
+	// result.
+	kernel func(b []byte) error
+}
+
+// Open opens the rdma_cm device, close-on-exec and non-blocking.
+func Open() (*File, error) {
+	fd, err := unix.Open(Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &sys.Error{Op: "open " + Path, Err: err}
+	}
+	f, err := evfd.New(fd, "rdma_cm")
+	if err != nil {
+		return nil, err
+	}
+	return &File{f: f}, nil
+}
+
+// Close closes the fd: the kernel destroys every ID still on it. A
+// waiting GetEvent returns sys.ErrClosed.
+func (f *File) Close() error { return f.f.Close() }
+
+// Fd is the descriptor number, valid until Close.
+func (f *File) Fd() int { return f.f.Fd() }
+
+const sizeofHdr = int(unsafe.Sizeof(abi.UCMCmdHdr{}))
+
+// command builds the bytes of one write(): the header, then in.
+func command(cmd uint32, in []byte, outLen int) []byte {
+	b := make([]byte, sizeofHdr+len(in))
+	h := (*abi.UCMCmdHdr)(unsafe.Pointer(&b[0]))
+	h.Cmd = cmd
+	h.In = uint16(len(in))
+	h.Out = uint16(outLen)
+	copy(b[sizeofHdr:], in)
+	return b
+}
+
+func addr[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
+
+func addrOf(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b[0])))
+}
+
+// write issues one command. keep is memory the kernel reads or writes
+// through pointers inside in: it stays pinned across the call.
+func (f *File) write(op string, cmd uint32, in []byte, outLen int, keep ...unsafe.Pointer) error {
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	for _, k := range keep {
+		if k != nil {
+			pin.Pin(k)
+		}
+	}
+	b := command(cmd, in, outLen)
+	if f.kernel != nil {
+		return wrap(op, f.kernel(b))
+	}
+	return f.f.Control(func(fd int) error {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			return &sys.Error{Op: op, Err: err}
+		}
+		if n != len(b) {
+			return &sys.Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+		}
+		return nil
+	})
+}
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &sys.Error{Op: op, Err: err}
+}
+
+// CreateID creates an rdma_cm ID (RDMA_USER_CM_CMD_CREATE_ID). uid comes
+// back in the ID's events.
+func (f *File) CreateID(uid uint64, ps uint16, qpType uint8) (uint32, error) {
+	resp := new(abi.UCMCreateIDResp)
+	req := abi.UCMCreateID{UID: uid, PS: ps, QPType: qpType, Response: addr(resp)}
+	err := f.write("rdma_cm CREATE_ID", abi.RDMA_USER_CM_CMD_CREATE_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	return resp.ID, err
+}
+
+// DestroyID destroys an ID and returns how many events the kernel
+// reported for it (RDMA_USER_CM_CMD_DESTROY_ID). Its unreported events
+// are discarded.
+func (f *File) DestroyID(id uint32) (uint32, error) {
+	resp := new(abi.UCMDestroyIDResp)
+	req := abi.UCMDestroyID{ID: id, Response: addr(resp)}
+	err := f.write("rdma_cm DESTROY_ID", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	return resp.EventsReported, err
+}
+
+// Bind binds an ID to a local address, a struct sockaddr_in or
+// sockaddr_in6 (RDMA_USER_CM_CMD_BIND).
+func (f *File) Bind(id uint32, sa []byte) error {
+	req := abi.UCMBind{ID: id, AddrSize: uint16(len(sa))}
+	if len(sa) > len(req.Addr.Raw) {
+		return &sys.Error{Op: "rdma_cm BIND", Err: sys.ErrInvalid}
+	}
+	copy(req.Addr.Raw[:], sa)
+	return f.write("rdma_cm BIND", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), 0)
+}
+
+// ResolveAddr starts address resolution (RDMA_USER_CM_CMD_RESOLVE_ADDR);
+// src may be empty.
+func (f *File) ResolveAddr(id uint32, src, dst []byte, timeoutMs uint32) error {
+	req := abi.UCMResolveAddr{ID: id, TimeoutMs: timeoutMs, SrcSize: uint16(len(src)), DstSize: uint16(len(dst))}
+	if len(src) > len(req.SrcAddr.Raw) || len(dst) > len(req.DstAddr.Raw) {
+		return &sys.Error{Op: "rdma_cm RESOLVE_ADDR", Err: sys.ErrInvalid}
+	}
+	copy(req.SrcAddr.Raw[:], src)
+	copy(req.DstAddr.Raw[:], dst)
+	return f.write("rdma_cm RESOLVE_ADDR", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), 0)
+}
+
+// ResolveRoute starts route resolution (RDMA_USER_CM_CMD_RESOLVE_ROUTE).
+func (f *File) ResolveRoute(id uint32, timeoutMs uint32) error {
+	req := abi.UCMResolveRoute{ID: id, TimeoutMs: timeoutMs}
+	return f.write("rdma_cm RESOLVE_ROUTE", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), 0)
+}
+
+// QueryAddr reads an ID's addresses and device (RDMA_USER_CM_CMD_QUERY,
+// RDMA_USER_CM_QUERY_ADDR). IBDevIndex is left at ^0 by kernels that do
+// not report it.
+func (f *File) QueryAddr(id uint32) (abi.UCMQueryAddrResp, error) {
+	resp := new(abi.UCMQueryAddrResp)
+	resp.IBDevIndex = ^uint32(0)
+	req := abi.UCMQuery{ID: id, Option: abi.RDMA_USER_CM_QUERY_ADDR, Response: addr(resp)}
+	err := f.write("rdma_cm QUERY_ADDR", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	return *resp, err
+}
+
+// Connect starts connecting (RDMA_USER_CM_CMD_CONNECT). p.Valid must be
+// set.
+func (f *File) Connect(id uint32, p *abi.UCMConnParam) error {
+	req := abi.UCMConnect{ID: id, ConnParam: *p}
+	return f.write("rdma_cm CONNECT", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), 0)
+}
+
+// Listen starts listening (RDMA_USER_CM_CMD_LISTEN); the kernel caps the
+// backlog at net.rdma_ucm.max_backlog and takes 0 as that maximum.
+func (f *File) Listen(id uint32, backlog int) error {
+	req := abi.UCMListen{ID: id, Backlog: uint32(backlog)}
+	return f.write("rdma_cm LISTEN", abi.RDMA_USER_CM_CMD_LISTEN, abi.Bytes(&req), 0)
+}
+
+// Accept accepts a connection request, or, with p nil, completes the
+// active side's connection after CONNECT_RESPONSE (sends the RTU)
+// (RDMA_USER_CM_CMD_ACCEPT). uid becomes the ID's event uid.
+func (f *File) Accept(id uint32, uid uint64, p *abi.UCMConnParam) error {
+	req := abi.UCMAccept{ID: id, UID: uid}
+	if p != nil {
+		req.ConnParam = *p
+	}
+	return f.write("rdma_cm ACCEPT", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), 0)
+}
+
+// Reject rejects a connection request (RDMA_USER_CM_CMD_REJECT). reason 0
+// is the kernel's IB_CM_REJ_CONSUMER_DEFINED.
+func (f *File) Reject(id uint32, reason uint8, privateData []byte) error {
+	req := abi.UCMReject{ID: id, Reason: reason, PrivateDataLen: uint8(len(privateData))}
+	if len(privateData) > len(req.PrivateData) {
+		return &sys.Error{Op: "rdma_cm REJECT", Err: sys.ErrInvalid}
+	}
+	copy(req.PrivateData[:], privateData)
+	return f.write("rdma_cm REJECT", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), 0)
+}
+
+// Disconnect disconnects (RDMA_USER_CM_CMD_DISCONNECT).
+func (f *File) Disconnect(id uint32) error {
+	req := abi.UCMDisconnect{ID: id}
+	return f.write("rdma_cm DISCONNECT", abi.RDMA_USER_CM_CMD_DISCONNECT, abi.Bytes(&req), 0)
+}
+
+// InitQPAttr asks the kernel for the QP attributes that move a QP to
+// state (RDMA_USER_CM_CMD_INIT_QP_ATTR, rdma_init_qp_attr).
+func (f *File) InitQPAttr(id uint32, state uint32) (abi.QPAttr, error) {
+	resp := new(abi.QPAttr)
+	req := abi.UCMInitQPAttr{ID: id, QPState: state, Response: addr(resp)}
+	err := f.write("rdma_cm INIT_QP_ATTR", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	return *resp, err
+}
+
+// SetOption sets an ID option (RDMA_USER_CM_CMD_SET_OPTION).
+func (f *File) SetOption(id, level, name uint32, val []byte) error {
+	buf := append([]byte(nil), val...) // heap memory to pin
+	req := abi.UCMSetOption{ID: id, Level: level, Optname: name, Optlen: uint32(len(buf)), Optval: addrOf(buf)}
+	var keep unsafe.Pointer
+	if len(buf) > 0 {
+		keep = unsafe.Pointer(&buf[0])
+	}
+	return f.write("rdma_cm SET_OPTION", abi.RDMA_USER_CM_CMD_SET_OPTION, abi.Bytes(&req), 0, keep)
+}
+
+// Notify reports a QP async event to the CM (RDMA_USER_CM_CMD_NOTIFY).
+func (f *File) Notify(id uint32, event uint32) error {
+	req := abi.UCMNotify{ID: id, Event: event}
+	return f.write("rdma_cm NOTIFY", abi.RDMA_USER_CM_CMD_NOTIFY, abi.Bytes(&req), 0)
+}
+
+// JoinMcast joins a multicast group (RDMA_USER_CM_CMD_JOIN_MCAST) and
+// returns the kernel's id for the membership, for LeaveMcast. uid comes
+// back in its events.
+func (f *File) JoinMcast(id uint32, uid uint64, sa []byte, flags uint16) (uint32, error) {
+	resp := new(abi.UCMCreateIDResp)
+	req := abi.UCMJoinMcast{ID: id, UID: uid, AddrSize: uint16(len(sa)), JoinFlags: flags, Response: addr(resp)}
+	if len(sa) > len(req.Addr.Raw) {
+		return 0, &sys.Error{Op: "rdma_cm JOIN_MCAST", Err: sys.ErrInvalid}
+	}
+	copy(req.Addr.Raw[:], sa)
+	err := f.write("rdma_cm JOIN_MCAST", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	return resp.ID, err
+}
+
+// LeaveMcast leaves a multicast group (RDMA_USER_CM_CMD_LEAVE_MCAST) and
+// returns how many events the kernel reported for the membership.
+func (f *File) LeaveMcast(mcID uint32) (uint32, error) {
+	resp := new(abi.UCMDestroyIDResp)
+	req := abi.UCMDestroyID{ID: mcID, Response: addr(resp)}
+	err := f.write("rdma_cm LEAVE_MCAST", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	return resp.EventsReported, err
+}
+
+// MigrateID moves the ID id of from to f (RDMA_USER_CM_CMD_MIGRATE_ID,
+// written to the new fd) with its pending events, and returns how many
+// events the kernel reported for it.
+func (f *File) MigrateID(id uint32, from *File) (uint32, error) {
+	resp := new(abi.UCMMigrateResp)
+	var reported uint32
+	err := from.control(func(fromFd int) error {
+		req := abi.UCMMigrateID{ID: id, FD: uint32(fromFd), Response: addr(resp)}
+		err := f.write("rdma_cm MIGRATE_ID", abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+		reported = resp.EventsReported
+		return err
+	})
+	return reported, err
+}
+
+// control runs fn with the raw fd, kept open meanwhile.
+func (f *File) control(fn func(fd int) error) error {
+	if f.kernel != nil {
+		return fn(-1)
+	}
+	return f.f.Control(fn)
+}
+
+// GetEvent waits for the next event and copies it to resp
+// (RDMA_USER_CM_CMD_GET_EVENT). It returns ctx.Err() when ctx ends
+// first, an error matching sys.ErrClosed after Close, and an error
+// matching sys.ErrBusy at once when another GetEvent is waiting.
+func (f *File) GetEvent(ctx context.Context, resp *abi.UCMEventResp) error {
+	var pin runtime.Pinner
+	pin.Pin(resp)
+	defer pin.Unpin()
+	req := abi.UCMGetEvent{Response: addr(resp)}
+	b := command(abi.RDMA_USER_CM_CMD_GET_EVENT, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	if f.kernel != nil {
+		return wrap("rdma_cm GET_EVENT", f.kernel(b))
+	}
+	return f.f.Wait(ctx, func(fd int) error {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			return err // EAGAIN: no event yet, wait for the poller
+		}
+		if n != len(b) {
+			return fmt.Errorf("short write: %d of %d bytes", n, len(b))
+		}
+		return nil
+	})
+}

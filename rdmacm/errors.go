@@ -1,0 +1,86 @@
+package rdmacm
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/internal/ucma"
+)
+
+// Errors from this package match these with errors.Is, as well as the
+// errno the kernel returned (errors.Is(err, syscall.EADDRINUSE)).
+var (
+	// ErrNotSupported: the kernel or the device lacks the feature; the
+	// message names it.
+	ErrNotSupported = sys.ErrNotSupported
+	// ErrClosed (= os.ErrClosed): the ID or the event channel is closed.
+	ErrClosed = sys.ErrClosed
+	// ErrBusy: Next was called while another Next waits on the same
+	// channel. It is returned at once.
+	ErrBusy = sys.ErrBusy
+	// ErrRejected matches the error of a connection the peer refused
+	// (a REJECTED event, or the UNREACHABLE of a refused UD Connect:
+	// see Event.Refused); errors.As with *EventError gives the event,
+	// its reject reason and private data.
+	ErrRejected = errors.New("connection rejected")
+)
+
+// errInvalid is EINVAL for bad input caught before a kernel call.
+var errInvalid = sys.ErrInvalid
+
+// opError names the operation and the ID in an error: "rdmacm: connect
+// (id 3): ...".
+func opError(op string, handle uint32, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("rdmacm: %s (id %d): %w", op, handle, err)
+}
+
+// EventError is the error of an event that failed, or of a blocking
+// call that got another event than the one it waited for: an error
+// event (ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, REJECTED, CONNECT_ERROR,
+// ...) or an unexpected one. It matches the event's errno with
+// errors.Is (ETIMEDOUT for a resolution that timed out), and for
+// REJECTED ErrRejected and ECONNREFUSED; the event has the reject
+// reason and the peer's private data.
+type EventError struct {
+	Op    string    // the blocking call, e.g. "connect"; "" for Event.Err
+	Want  EventType // the event the call waited for
+	Event *Event
+}
+
+func (e *EventError) Error() string {
+	var b strings.Builder
+	b.WriteString("rdmacm: ")
+	if e.Op != "" {
+		b.WriteString(e.Op + ": ")
+	}
+	b.WriteString(e.Event.Type.String())
+	if e.Op != "" && e.Want != e.Event.Type {
+		b.WriteString(" instead of " + e.Want.String())
+	}
+	if e.Event.Type == EventRejected {
+		b.WriteString(" (reason " + e.Event.RejectReason().String() + ")")
+	} else if e.Event.Refused() {
+		b.WriteString(" (SIDR status " + strconv.Itoa(e.Event.Status) + ")")
+	} else if errno := e.Event.errno(); errno != 0 {
+		b.WriteString(": " + ucma.Errno(errno).Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrRejected and ECONNREFUSED when the peer refused (see
+// Event.Refused), else the event's status as an errno.
+func (e *EventError) Unwrap() []error {
+	if e.Event.Refused() {
+		return []error{ErrRejected, ucma.ErrConnRefused}
+	}
+	if errno := e.Event.errno(); errno != 0 {
+		return []error{ucma.Errno(errno)}
+	}
+	return nil
+}

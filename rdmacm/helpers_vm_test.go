@@ -1,0 +1,141 @@
+package rdmacm_test
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// The test VM's addresses: rxe0 on veth0 and rxe1 on veth1. Servers
+// listen on rxe0's address, clients bind to rxe1's, so that every
+// connection crosses the veth pair.
+var (
+	serverIP = netip.MustParseAddr("198.18.0.1")
+	clientIP = netip.MustParseAddr("198.18.0.2")
+	clientAP = netip.AddrPortFrom(clientIP, 0)
+)
+
+// needDevices fails inside the VM and skips on a plain host unless both
+// rxe devices are there.
+func needDevices(t *testing.T) {
+	t.Helper()
+	testenv.Devices(t, 2)
+}
+
+// testContext is a context for one test, 30 s at most.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newID creates an ID that the test closes.
+func newID(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace) *rdmacm.ID {
+	t.Helper()
+	id, err := rdmacm.CreateID(ch, ps)
+	if err != nil {
+		t.Fatalf("CreateID(%v): %v", ps, err)
+	}
+	t.Cleanup(func() { id.Close() })
+	return id
+}
+
+// newChannel creates an event channel that the test closes.
+func newChannel(t *testing.T) *rdmacm.EventChannel {
+	t.Helper()
+	ch, err := rdmacm.NewEventChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
+// listen makes a listener with its own channel on the server address and
+// returns it with the address it listens on.
+func listen(t *testing.T, ps rdmacm.PortSpace) (*rdmacm.ID, netip.AddrPort) {
+	t.Helper()
+	l := newID(t, nil, ps)
+	if err := l.Bind(netip.AddrPortFrom(serverIP, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.LocalAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Addr() != serverIP || a.Port() == 0 {
+		t.Fatalf("listener's address %v, want %v with a port", a, serverIP)
+	}
+	return l, a
+}
+
+// dialer is a client ID with its own channel whose route to addr is
+// resolved from the client address.
+func dialer(t *testing.T, ctx context.Context, ps rdmacm.PortSpace, addr netip.AddrPort) *rdmacm.ID {
+	t.Helper()
+	c := newID(t, nil, ps)
+	if err := c.Resolve(ctx, clientAP, addr); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func qpConfig() uverbs.QPConfig {
+	return uverbs.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}
+}
+
+// regMsgs registers a buffer for the ID's QP; the MR is closed before
+// the ID (cleanups run last-in first-out).
+func regMsgs(t *testing.T, id *rdmacm.ID, size int) (*uverbs.MR, []byte) {
+	t.Helper()
+	buf := make([]byte, size)
+	mr, err := id.RegMsgs(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Close() })
+	return mr, buf
+}
+
+// goRun runs fn on another goroutine and returns a function that waits
+// for it and reports its error; calls after the first return at once.
+// The test must call it before it ends.
+func goRun(t *testing.T, fn func() error) (wait func()) {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	var once sync.Once
+	return func() {
+		t.Helper()
+		once.Do(func() {
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// padded is data followed by zeros up to n bytes: how private data
+// arrives.
+func padded(data []byte, n int) []byte {
+	b := make([]byte, n)
+	copy(b, data)
+	return b
+}
+
+// pattern is n bytes that differ from those of another seed.
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i)
+	}
+	return b
+}

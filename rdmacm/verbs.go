@@ -1,0 +1,210 @@
+package rdmacm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// This file is librdmacm's rdma_verbs.h: short forms of the verbs on an
+// ID's QP, for programs that need no more than one buffer per work
+// request. Anything else is uverbs on ID.QP and ID.PD.
+
+// UDPQKey is the QKey the rdma_cm gives the UD QPs of PortSpaceUDP
+// (RDMA_UDP_QKEY).
+const UDPQKey = 0x01234567
+
+// verbsPD is the PD of the ID's QP or SRQ, or else the shared default
+// PD.
+func (id *ID) verbsPD(op string) (*uverbs.PD, error) {
+	if pd := id.PD(); pd != nil {
+		return pd, nil
+	}
+	id.mu.Lock()
+	pd := id.srqPD
+	id.mu.Unlock()
+	if pd != nil {
+		return pd, nil
+	}
+	s, err := id.shared(op)
+	if err != nil {
+		return nil, err
+	}
+	return s.pd, nil
+}
+
+// RegMsgs registers buf for sends and receives (rdma_reg_msgs) on the
+// PD of the ID's QP (or SRQ), or before those the shared Context's
+// default PD.
+// The caller closes the MR.
+func (id *ID) RegMsgs(buf []byte) (*uverbs.MR, error) {
+	return id.reg("register messages", buf, uverbs.AccessLocalWrite)
+}
+
+// RegRead registers buf as the target of the peer's RDMA reads
+// (rdma_reg_read).
+func (id *ID) RegRead(buf []byte) (*uverbs.MR, error) {
+	return id.reg("register for reads", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead)
+}
+
+// RegWrite registers buf as the target of the peer's RDMA writes
+// (rdma_reg_write).
+func (id *ID) RegWrite(buf []byte) (*uverbs.MR, error) {
+	return id.reg("register for writes", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+}
+
+func (id *ID) reg(op string, buf []byte, access uverbs.Access) (*uverbs.MR, error) {
+	pd, err := id.verbsPD(op)
+	if err != nil {
+		return nil, err
+	}
+	mr, err := pd.RegMR(buf, access)
+	return mr, opError(op, id.handle, err)
+}
+
+// sge is the part [off, off+n) of mr.
+func sge(op string, mr *uverbs.MR, off, n int) (uverbs.SGE, error) {
+	if mr == nil || off < 0 || n < 0 || off+n > mr.Len() || n > 1<<31-1 {
+		l := 0
+		if mr != nil {
+			l = mr.Len()
+		}
+		return uverbs.SGE{}, fmt.Errorf("rdmacm: %s: bytes [%d, %d+%d) of a %d-byte MR: %w", op, off, off, n, l, errInvalid)
+	}
+	return uverbs.SGE{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}, nil
+}
+
+func (id *ID) postQP(op string) (*uverbs.QP, error) {
+	if err := id.alive(op); err != nil {
+		return nil, err
+	}
+	qp := id.QP()
+	if qp == nil {
+		return nil, opError(op, id.handle, fmt.Errorf("the ID has no QP from CreateQP: %w", errInvalid))
+	}
+	return qp, nil
+}
+
+// PostRecv posts a receive of bytes [off, off+n) of mr (rdma_post_recv):
+// to the ID's SRQ when it has one from CreateSRQ, else to its QP.
+func (id *ID) PostRecv(wrID uint64, mr *uverbs.MR, off, n int) error {
+	const op = "post recv"
+	if srq := id.SRQ(); srq != nil {
+		if err := id.alive(op); err != nil {
+			return err
+		}
+		s, err := sge(op, mr, off, n)
+		if err != nil {
+			return err
+		}
+		return srq.PostRecv(&uverbs.RecvWR{WRID: wrID, SGL: []uverbs.SGE{s}})
+	}
+	qp, err := id.postQP(op)
+	if err != nil {
+		return err
+	}
+	s, err := sge(op, mr, off, n)
+	if err != nil {
+		return err
+	}
+	return qp.PostRecv(&uverbs.RecvWR{WRID: wrID, SGL: []uverbs.SGE{s}})
+}
+
+func (id *ID) postSend(op string, wr *uverbs.SendWR, mr *uverbs.MR, off, n int) error {
+	qp, err := id.postQP(op)
+	if err != nil {
+		return err
+	}
+	s, err := sge(op, mr, off, n)
+	if err != nil {
+		return err
+	}
+	wr.SGL = []uverbs.SGE{s}
+	return qp.PostSend(wr)
+}
+
+// PostSend sends bytes [off, off+n) of mr (rdma_post_send). flags
+// usually has uverbs.SendSignaled, for a completion GetSendComp returns.
+func (id *ID) PostSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags) error {
+	return id.postSend("post send", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, mr, off, n)
+}
+
+// PostUDSend sends bytes [off, off+n) of mr as a datagram to the QP
+// remoteQPN behind ah, with UDPQKey (rdma_post_ud_send): ah and
+// remoteQPN come from the peer's or the group's UDParam.
+func (id *ID) PostUDSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, ah *uverbs.AH, remoteQPN uint32) error {
+	return id.postSend("post UD send", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags,
+		AH: ah, RemoteQPN: remoteQPN, RemoteQKey: UDPQKey}, mr, off, n)
+}
+
+// PostWrite writes bytes [off, off+n) of mr to the peer's memory at
+// remoteAddr, rkey (rdma_post_write).
+func (id *ID) PostWrite(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+	return id.postSend("post write", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRRDMAWrite, Flags: flags,
+		RemoteAddr: remoteAddr, RKey: rkey}, mr, off, n)
+}
+
+// PostRead reads the peer's memory at remoteAddr, rkey into bytes
+// [off, off+n) of mr (rdma_post_read).
+func (id *ID) PostRead(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remoteAddr uint64, rkey uint32) error {
+	return id.postSend("post read", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRRDMARead, Flags: flags,
+		RemoteAddr: remoteAddr, RKey: rkey}, mr, off, n)
+}
+
+// GetSendComp waits for the next completion of the ID's send CQ
+// (rdma_get_send_comp). The CQ must be one CreateQP made (it has a
+// completion channel). A completion with an error status is returned
+// together with that status as the error.
+func (id *ID) GetSendComp(ctx context.Context) (uverbs.WorkCompletion, error) {
+	id.mu.Lock()
+	cq, ch := id.sendCQ, id.sendCh
+	id.mu.Unlock()
+	return id.getComp(ctx, "get send completion", cq, ch)
+}
+
+// GetRecvComp waits for the next completion of the ID's receive CQ
+// (rdma_get_recv_comp), as GetSendComp.
+func (id *ID) GetRecvComp(ctx context.Context) (uverbs.WorkCompletion, error) {
+	id.mu.Lock()
+	cq, ch := id.recvCQ, id.recvCh
+	id.mu.Unlock()
+	return id.getComp(ctx, "get receive completion", cq, ch)
+}
+
+func (id *ID) getComp(ctx context.Context, op string, cq *uverbs.CQ, ch *uverbs.CompChannel) (uverbs.WorkCompletion, error) {
+	var wc [1]uverbs.WorkCompletion
+	if err := id.alive(op); err != nil {
+		return wc[0], err
+	}
+	if cq == nil || ch == nil {
+		return wc[0], opError(op, id.handle, fmt.Errorf("the CQ is not one CreateQP made: %w", errInvalid))
+	}
+	for {
+		n, err := cq.Poll(wc[:])
+		if err != nil {
+			return wc[0], opError(op, id.handle, err)
+		}
+		if n == 0 {
+			if err := cq.RequestNotify(false); err != nil {
+				return wc[0], opError(op, id.handle, err)
+			}
+			if n, err = cq.Poll(wc[:]); err != nil {
+				return wc[0], opError(op, id.handle, err)
+			}
+		}
+		if n == 1 {
+			if err := wc[0].Status.Err(); err != nil {
+				return wc[0], opError(op, id.handle, err)
+			}
+			return wc[0], nil
+		}
+		if _, err := ch.Wait(ctx); err != nil {
+			if ctx.Err() != nil && err == ctx.Err() {
+				return wc[0], err
+			}
+			return wc[0], opError(op, id.handle, err)
+		}
+		cq.AckEvents(1)
+	}
+}
