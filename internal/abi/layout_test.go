@@ -4,7 +4,6 @@ package abi
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -62,14 +61,10 @@ const (
 // be there.
 func requireCompiler(t *testing.T) cdwarf.Config {
 	t.Helper()
+	testutils.HostOnly(t)
 	cfg := abigen.Config()
 	if err := cfg.Available(); err != nil {
-		for _, env := range []string{"PURERDMA_REQUIRE_DEVICE", "PURERDMA_TEST_ABI"} {
-			if os.Getenv(env) == "1" {
-				t.Fatalf("cannot check the ABI against the C headers (%s=1): %v", env, err)
-			}
-		}
-		t.Skipf("cannot check the ABI against the C headers: %v (PURERDMA_TEST_ABI=1 makes this a failure)", err)
+		testutils.NeedTool(t, "PURERDMA_TEST_ABI", fmt.Errorf("cannot check the ABI against the C headers: %w", err))
 	}
 	return cfg
 }

@@ -3,11 +3,12 @@ package layering
 import (
 	"encoding/json"
 	"io"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/purerdma/rdma/internal/testutils"
 )
 
 const module = "github.com/purerdma/rdma"
@@ -99,9 +100,7 @@ func rules(rel string) ([]string, bool) {
 }
 
 func TestLayering(t *testing.T) {
-	if os.Getenv("PURERDMA_VM") != "" {
-		t.Skip("a source check: make lint runs it on the host")
-	}
+	testutils.HostOnly(t)
 	for _, p := range list(t) {
 		if p.Standard || strings.Contains(p.ImportPath, " [") || strings.HasSuffix(p.ImportPath, ".test") {
 			continue // stdlib and test variants; each import list is checked below

@@ -117,3 +117,25 @@ func leakedFDs(before, after map[int]string) []string {
 	}
 	return leaked
 }
+
+// HostOnly skips, inside the soft-RoCE VM, a test that checks the host's
+// sources or toolchain (layering, the ABI against the C headers): the
+// host phase of make test (make unit) runs it against the same files,
+// and under emulation it would only cost time.
+func HostOnly(t testing.TB) {
+	t.Helper()
+	if os.Getenv("PURERDMA_VM") != "" {
+		t.Skip("a host check: make unit runs it outside the VM")
+	}
+}
+
+// NeedTool handles a missing tool (gcc, headers): the test fails when
+// the environment variable env is 1 (make unit sets it), and skips with
+// a hint otherwise.
+func NeedTool(t testing.TB, env string, err error) {
+	t.Helper()
+	if os.Getenv(env) == "1" {
+		t.Fatalf("%s=1 but: %v", env, err)
+	}
+	t.Skipf("%v (%s=1 makes this a failure; scripts/install-deps installs it)", err, env)
+}

@@ -77,14 +77,10 @@ func TestDiffSummary(t *testing.T) {
 // probeConfig is the test header of package cdwarf.
 func probeConfig(t *testing.T) cdwarf.Config {
 	t.Helper()
+	testutils.HostOnly(t)
 	cfg := cdwarf.Config{IncludeDirs: []string{"../cdwarf/testdata"}, Headers: []string{"probe/probe.h"}}
 	if err := cfg.Available(); err != nil {
-		for _, env := range []string{"PURERDMA_REQUIRE_DEVICE", "PURERDMA_TEST_ABI"} {
-			if os.Getenv(env) == "1" {
-				t.Fatalf("%s=1 but: %v", env, err)
-			}
-		}
-		t.Skip(err)
+		testutils.NeedTool(t, "PURERDMA_TEST_ABI", err)
 	}
 	return cfg
 }

@@ -1,7 +1,6 @@
 package cdwarf
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -16,14 +15,10 @@ func TestMain(m *testing.M) { testutils.Main(m) }
 // (unless PURERDMA_REQUIRE_DEVICE or PURERDMA_TEST_ABI say it must run).
 func testConfig(t *testing.T) Config {
 	t.Helper()
+	testutils.HostOnly(t)
 	cfg := Config{IncludeDirs: []string{"testdata"}, Headers: []string{"probe/probe.h"}}
 	if err := cfg.Available(); err != nil {
-		for _, env := range []string{"PURERDMA_REQUIRE_DEVICE", "PURERDMA_TEST_ABI"} {
-			if os.Getenv(env) == "1" {
-				t.Fatalf("%s=1 but: %v", env, err)
-			}
-		}
-		t.Skip(err)
+		testutils.NeedTool(t, "PURERDMA_TEST_ABI", err)
 	}
 	return cfg
 }
