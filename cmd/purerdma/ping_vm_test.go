@@ -1,0 +1,605 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// The ping tests run servers on rxe0's address and clients towards it
+// from rxe1's (docs/testing.md): the Go command in the test process, or
+// rdma-core's rping.
+const (
+	rpServerAddr = "198.18.0.1"
+	rpClientAddr = "198.18.0.2"
+	rpRunTimeout = 2 * time.Minute // bounds each run; a hang fails
+)
+
+// rpPorts gives each run its own rdma_cm port, so that no run meets
+// another's listener.
+var rpPorts atomic.Int32
+
+func rpNextPort() int { return 7300 + int(rpPorts.Add(1)) }
+
+// rpTool finds one of rdma-core's tools: rping (rdmacm-utils) or rdma
+// (iproute2). Its absence fails the test where the environment promises
+// the tools (the VM) and skips it elsewhere.
+func rpTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if testenv.RequireDevice() {
+			t.Fatalf("PURERDMA_REQUIRE_DEVICE=1 but %s is missing (scripts/install-deps installs it): %v", name, err)
+		}
+		t.Skipf("%s is not installed: %v", name, err)
+	}
+	return p
+}
+
+// rpEnd is one end of a run: this command (in the test process) or,
+// with c, rdma-core's rping.
+type rpEnd struct {
+	c    bool
+	args []string
+}
+
+func (e rpEnd) String() string {
+	n := "go"
+	if e.c {
+		n = "rping"
+	}
+	return n + " " + strings.Join(e.args, " ")
+}
+
+type rpResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r rpResult) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// rpStart starts one end under ctx and returns the pid its rdma_cm IDs
+// belong to and where its result arrives.
+func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-chan rpResult) {
+	t.Helper()
+	done := make(chan rpResult, 1)
+	if !e.c {
+		go func() {
+			var stdout, stderr bytes.Buffer
+			code := runContext(ctx, append([]string{"ping"}, e.args...), &stdout, &stderr)
+			done <- rpResult{code, stdout.String(), stderr.String()}
+		}()
+		return os.Getpid(), done
+	}
+	cmd := exec.CommandContext(ctx, rping, e.args...)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", e, err)
+	}
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		if err != nil {
+			code = -1
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			fmt.Fprintf(&stderr, "[%v]", err)
+		}
+		done <- rpResult{code, stdout.String(), stderr.String()}
+	}()
+	return cmd.Process.Pid, done
+}
+
+// rpListening reports whether process pid has an rdma_cm ID listening
+// on port, from the kernel's resource tracking (rdma res show cm_id).
+// rdma_cm listeners are not sockets, so /proc/net/tcp does not show
+// them, and a probe connection would use up a one-connection server.
+// A listener bound to an address of an RDMA device is tracked on that
+// device; the tests bind servers to rxe0's. The kernel names the thread
+// that created the ID, so any thread of pid counts. The output is
+// returned for error messages.
+func rpListening(ctx context.Context, rdma string, port, pid int) (bool, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, rdma, "-j", "res", "show", "cm_id").Output()
+	if err != nil {
+		return false, string(out), fmt.Errorf("rdma res show cm_id: %w", err)
+	}
+	if len(bytes.TrimSpace(out)) == 0 {
+		return false, "", nil
+	}
+	var ids []struct {
+		State   string `json:"state"`
+		PID     int    `json:"pid"`
+		SrcAddr string `json:"src-addr"`
+	}
+	if err := json.Unmarshal(out, &ids); err != nil {
+		return false, string(out), fmt.Errorf("rdma res show cm_id: %w", err)
+	}
+	for _, id := range ids {
+		ap, err := netip.ParseAddrPort(id.SrcAddr)
+		if err != nil || id.State != "LISTEN" || int(ap.Port()) != port {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, id.PID)); err == nil {
+			return true, string(out), nil
+		}
+	}
+	return false, string(out), nil
+}
+
+// rpWaitListening waits until the server started as pid listens on
+// port. It fails the test, after ending the server, if the server exits
+// first or does not listen before ctx ends.
+func rpWaitListening(t *testing.T, ctx context.Context, cancel func(), rdma string, port, pid int, done <-chan rpResult) {
+	t.Helper()
+	for {
+		ok, out, err := rpListening(ctx, rdma, port, pid)
+		if err != nil && ctx.Err() == nil {
+			cancel()
+			t.Fatalf("%v\n%s\nserver: %v", err, out, <-done)
+		}
+		if ok {
+			return
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the server exited before it listened on %d: %v", port, r)
+		case <-ctx.Done():
+			t.Fatalf("the server did not listen on %d within %v: %v\nrdma res show cm_id: %s", port, rpRunTimeout, <-done, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// rpPair runs a server and then, once it listens, a client, and returns
+// both results. The port flag is added to both; the server is ended if
+// the client fails.
+func rpPair(t *testing.T, server, client rpEnd) (sr, cr rpResult) {
+	t.Helper()
+	rping := ""
+	if server.c || client.c {
+		rping = rpTool(t, "rping")
+	}
+	rdma := rpTool(t, "rdma")
+	ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+	defer cancel()
+	port := rpNextPort()
+	p := []string{"-p", strconv.Itoa(port)}
+	server.args, client.args = append(server.args, p...), append(client.args, p...)
+	pid, sdone := rpStart(t, ctx, rping, server)
+	rpWaitListening(t, ctx, cancel, rdma, port, pid, sdone)
+	_, cdone := rpStart(t, ctx, rping, client)
+	cr = <-cdone
+	if cr.code != 0 {
+		cancel() // the server may wait for a client that is gone
+	}
+	return <-sdone, cr
+}
+
+// rpLines is what -v prints for pings 0 to n-1 of size bytes.
+func rpLines(prefix string, n, size int) string {
+	var b strings.Builder
+	buf := make([]byte, size)
+	for i := range n {
+		rpingFill(buf, int64(i))
+		fmt.Fprintf(&b, "%s%s\n", prefix, cString(buf))
+	}
+	return b.String()
+}
+
+// rpCheck checks a run both ends of which succeeded and printed their
+// ping data (-v): the server what it read, the client what came back.
+func rpCheck(t *testing.T, server, client rpEnd, sr, cr rpResult, n, size int) {
+	t.Helper()
+	if sr.code != 0 || cr.code != 0 {
+		t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
+	}
+	if diff := cmp.Diff(rpLines("server ping data: ", n, size), sr.stdout); diff != "" {
+		t.Errorf("server %v stdout (-want +got):\n%s", server, diff)
+	}
+	if diff := cmp.Diff(rpLines("ping data: ", n, size), cr.stdout); diff != "" {
+		t.Errorf("client %v stdout (-want +got):\n%s", client, diff)
+	}
+	// What the Go command prints on stderr on the way: rping's line
+	// for the client's disconnect at the server, nothing at the client.
+	if !server.c && sr.stderr != "server DISCONNECT EVENT...\n" {
+		t.Errorf("server %v stderr %q, want only the disconnect line", server, sr.stderr)
+	}
+	if !client.c && cr.stderr != "" {
+		t.Errorf("client %v stderr %q, want nothing", client, cr.stderr)
+	}
+}
+
+// TestPingInterop runs the Go command against rdma-core's rping both
+// ways, with the QP the rdma_cm creates and with -q (a QP the program
+// creates and moves itself). A server takes RDMA reads of the client's
+// size only into a buffer at least as big, rping's own too (with its
+// default -S 64 a -S 100 client fails with a local protection error),
+// so both ends get -S 100.
+func TestPingInterop(t *testing.T) {
+	testenv.Devices(t, 2)
+	const n, size = 10, 100
+	srv := []string{"-s", "-a", rpServerAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-v"}
+	cli := []string{"-c", "-a", rpServerAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-v", "-V"}
+	tests := []struct {
+		name           string
+		server, client rpEnd
+	}{
+		{"rping-server+go-client", rpEnd{c: true, args: srv}, rpEnd{args: append(slices.Clone(cli), "-I", rpClientAddr)}},
+		{"go-server+rping-client", rpEnd{args: srv}, rpEnd{c: true, args: cli}},
+		{"rping-server-q+go-client-q", rpEnd{c: true, args: append(slices.Clone(srv), "-q")}, rpEnd{args: append(slices.Clone(cli), "-q", "-I", rpClientAddr)}},
+		{"go-server-q+rping-client-q", rpEnd{args: append(slices.Clone(srv), "-q")}, rpEnd{c: true, args: append(slices.Clone(cli), "-q", "-I", rpClientAddr)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			sr, cr := rpPair(t, tt.server, tt.client)
+			rpCheck(t, tt.server, tt.client, sr, cr, n, size)
+			t.Logf("%d pings in %v", n, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// TestPingGo runs the Go command against itself with -V for rping's
+// smallest, default and largest sizes and a page, and with -q.
+func TestPingGo(t *testing.T) {
+	testenv.Devices(t, 2)
+	const n = 10
+	for _, tt := range []struct {
+		size int
+		q    bool
+	}{{rpingMinSize, false}, {64, false}, {4096, false}, {rpingMaxSize, false}, {64, true}} {
+		name := strconv.Itoa(tt.size)
+		var q []string
+		if tt.q {
+			name, q = name+"-q", []string{"-q"}
+		}
+		t.Run(name, func(t *testing.T) {
+			s := strconv.Itoa(tt.size)
+			server := rpEnd{args: append([]string{"-s", "-a", rpServerAddr, "-S", s, "-v"}, q...)}
+			client := rpEnd{args: append([]string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", strconv.Itoa(n), "-S", s, "-v", "-V"}, q...)}
+			sr, cr := rpPair(t, server, client)
+			rpCheck(t, server, client, sr, cr, n, tt.size)
+		})
+	}
+}
+
+// TestPingPersistent serves three clients at once, two Go and one rping,
+// of different sizes, from one -P server, which then ends with its
+// context.
+func TestPingPersistent(t *testing.T) {
+	testenv.Devices(t, 2)
+	rping, rdma := rpTool(t, "rping"), rpTool(t, "rdma")
+	ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	port := strconv.Itoa(rpNextPort())
+	pid, sdone := rpStart(t, sctx, "", rpEnd{args: []string{"-s", "-P", "-a", rpServerAddr, "-p", port, "-S", "4096", "-v"}})
+	rpWaitListening(t, ctx, stop, rdma, mustAtoi(t, port), pid, sdone)
+
+	const n = 5
+	clients := []struct {
+		end  rpEnd
+		size int
+	}{
+		{rpEnd{args: []string{"-S", "64", "-I", rpClientAddr}}, 64},
+		{rpEnd{args: []string{"-S", "4096", "-I", rpClientAddr}}, 4096},
+		{rpEnd{c: true, args: []string{"-S", "100"}}, 100},
+	}
+	results := make([]rpResult, len(clients))
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		c.end.args = append(c.end.args, "-c", "-a", rpServerAddr, "-p", port, "-C", strconv.Itoa(n), "-v", "-V")
+		_, done := rpStart(t, ctx, rping, c.end)
+		wg.Go(func() { results[i] = <-done })
+	}
+	wg.Wait()
+	var want []string
+	for i, c := range clients {
+		if results[i].code != 0 {
+			t.Errorf("client %v: %v", c.end, results[i])
+		}
+		if diff := cmp.Diff(rpLines("ping data: ", n, c.size), results[i].stdout); diff != "" {
+			t.Errorf("client %v stdout (-want +got):\n%s", c.end, diff)
+		}
+		want = append(want, strings.Split(strings.TrimSuffix(rpLines("server ping data: ", n, c.size), "\n"), "\n")...)
+	}
+	select {
+	case r := <-sdone:
+		t.Fatalf("the persistent server ended with its clients: %v", r)
+	default:
+	}
+	stop()
+	var sr rpResult
+	select {
+	case sr = <-sdone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the persistent server did not end within 30s of its context")
+	}
+	// The connections print concurrently: compare the lines, sorted.
+	got := strings.Split(strings.TrimSuffix(sr.stdout, "\n"), "\n")
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("server stdout, lines sorted (-want +got):\n%s", diff)
+	}
+	wantErr := strings.Repeat("server DISCONNECT EVENT...\n", len(clients)) +
+		"purerdma: ping: wait for a connection on " + rpServerAddr + ":" + port + ": context canceled\n"
+	if sr.code != 1 || sr.stderr != wantErr {
+		t.Errorf("server after its context ended: exit %d, stderr %q; want 1 and %q", sr.code, sr.stderr, wantErr)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPingErrors: what fails does so with status 1 and a message that
+// says what happened, in bounded time. (Bad command lines, the size
+// below rping's minimum among them, are TestPingBadCommandLines: they
+// fail with 2 before any kernel call, in the VM as on the host.)
+func TestPingErrors(t *testing.T) {
+	testenv.Devices(t, 2)
+	t.Run("no server", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+		defer cancel()
+		port := strconv.Itoa(rpNextPort()) // nobody listens there
+		start := time.Now()
+		var stdout, stderr bytes.Buffer
+		code := runContext(ctx, []string{"ping", "-c", "-a", rpServerAddr, "-I", rpClientAddr, "-p", port, "-C", "1"}, &stdout, &stderr)
+		want := "purerdma: ping: connect to " + rpServerAddr + ":" + port + ": connection refused, no server listens there: " +
+			"rdmacm: connect: REJECTED instead of ESTABLISHED (reason INVALID_SERVICE_ID)\n"
+		if code != 1 || stdout.Len() != 0 || stderr.String() != want {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing and %q", code, stdout.String(), stderr.String(), want)
+		}
+		if d := time.Since(start); d > 30*time.Second {
+			t.Errorf("the refusal took %v", d)
+		}
+	})
+	t.Run("server buffer too small", func(t *testing.T) {
+		server := rpEnd{args: []string{"-s", "-a", rpServerAddr, "-S", "64"}}
+		client := rpEnd{args: []string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", "3", "-S", "100"}}
+		sr, cr := rpPair(t, server, client)
+		wantS := "purerdma: ping: the client's buffer has 100 bytes, this server's (-S) 64\n"
+		wantC := "client DISCONNECT EVENT...\npurerdma: ping: the server disconnected after 0 of 3 pings\n"
+		if sr.code != 1 || sr.stderr != wantS {
+			t.Errorf("server: %v\nwant exit 1 and stderr %q", sr, wantS)
+		}
+		if cr.code != 1 || cr.stderr != wantC {
+			t.Errorf("client: %v\nwant exit 1 and stderr %q", cr, wantC)
+		}
+	})
+	t.Run("data mismatch", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+		defer cancel()
+		port := rpNextPort()
+		_, wait := rpFakeServer(t, ctx, port, rpFakeCorrupt)
+		var stdout, stderr bytes.Buffer
+		code := runContext(ctx, []string{"ping", "-c", "-a", rpServerAddr, "-I", rpClientAddr, "-p", strconv.Itoa(port), "-C", "3", "-V", "-v"}, &stdout, &stderr)
+		if err := wait(); err != nil {
+			t.Errorf("fake server: %v", err)
+		}
+		want := "data mismatch!\npurerdma: ping: ping 0: data mismatch: sent \"rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\\\]^_`abcdefghijklmnopqr\", " +
+			"got back \"rdma-Ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\\\]^_`abcdefghijklmnopqr\"\n"
+		if code != 1 || stdout.Len() != 0 || stderr.String() != want {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing and %q", code, stdout.String(), stderr.String(), want)
+		}
+	})
+}
+
+// TestPingCancel: a server waiting for its first client, a persistent
+// one, and a client waiting for its server's answer all end when their
+// context does.
+func TestPingCancel(t *testing.T) {
+	testenv.Devices(t, 2)
+	rdma := rpTool(t, "rdma")
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"server", []string{"-s", "-a", rpServerAddr}},
+		{"persistent server", []string{"-s", "-P", "-a", rpServerAddr}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+			defer cancel()
+			port := strconv.Itoa(rpNextPort())
+			pid, done := rpStart(t, ctx, "", rpEnd{args: append(tt.args, "-p", port)})
+			rpWaitListening(t, ctx, cancel, rdma, mustAtoi(t, port), pid, done)
+			time.Sleep(200 * time.Millisecond) // into GetRequest's wait
+			cancel()
+			rpWaitCancelled(t, done, "purerdma: ping: wait for a connection on "+rpServerAddr+":"+port+": context canceled\n")
+		})
+	}
+	t.Run("client", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+		defer cancel()
+		port := rpNextPort()
+		sctx, stopServer := context.WithCancel(ctx)
+		defer stopServer()
+		got, wait := rpFakeServer(t, sctx, port, rpFakeSilent)
+		cctx, cancelClient := context.WithCancel(ctx)
+		defer cancelClient()
+		_, done := rpStart(t, cctx, "", rpEnd{args: []string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-p", strconv.Itoa(port)}})
+		select {
+		case <-got:
+		case r := <-done:
+			stopServer()
+			wait()
+			t.Fatalf("the client ended before its first advertisement arrived: %v", r)
+		}
+		time.Sleep(200 * time.Millisecond) // into the wait for the go-ahead
+		cancelClient()
+		rpWaitCancelled(t, done, "purerdma: ping: ping 0: context canceled\n")
+		if err := wait(); err != nil { // it saw the client's disconnect
+			t.Errorf("fake server: %v", err)
+		}
+	})
+}
+
+// rpWaitCancelled checks that a run whose context was just cancelled
+// ends at once with status 1 and stderr want.
+func rpWaitCancelled(t *testing.T, done <-chan rpResult, want string) {
+	t.Helper()
+	select {
+	case r := <-done:
+		if r.code != 1 || r.stderr != want {
+			t.Errorf("after the cancel: %v\nwant exit 1 and stderr %q", r, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end within 30s of the cancel")
+	}
+}
+
+type rpFakeMode int
+
+const (
+	rpFakeSilent  rpFakeMode = iota // never answers the first advertisement
+	rpFakeCorrupt                   // echoes the ping with "ping" changed to "Ping"
+)
+
+// rpFakeServer plays rping's server for one connection on rxe0's
+// address, with the rdmacm and uverbs API directly, and misbehaves as
+// mode says. got is closed when the client's first advertisement has
+// arrived; wait returns the server's error once the client
+// disconnected.
+func rpFakeServer(t *testing.T, ctx context.Context, port int, mode rpFakeMode) (got <-chan struct{}, wait func() error) {
+	t.Helper()
+	l, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Bind(netip.AddrPortFrom(netip.MustParseAddr(rpServerAddr), uint16(port))); err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	if err := l.Listen(1); err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	gotc := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		defer l.Close()
+		done <- rpFake(ctx, l, mode, gotc)
+	}()
+	var once sync.Once
+	var werr error
+	return gotc, func() error {
+		once.Do(func() { werr = <-done })
+		return werr
+	}
+}
+
+func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struct{}) (err error) {
+	req, err := l.GetRequest(ctx)
+	if err != nil {
+		return err
+	}
+	s := req.ID
+	defer closeErr(&err, s.Close)
+	cfg := uverbs.QPConfig{Cap: uverbs.QPCap{MaxSendWR: rpingSQDepth, MaxRecvWR: rpingRQDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	if _, err := s.CreateQP(nil, cfg); err != nil {
+		return err
+	}
+	const data = 2 * rpingInfoLen // recv, send, then the RDMA buffer
+	buf := make([]byte, data+rpingMaxSize)
+	mr, err := s.PD().RegMR(buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	defer closeErr(&err, mr.Close) // before the ID: on its shared Context
+	recv := func() (rpingInfo, error) {
+		wc, err := s.GetRecvComp(ctx)
+		if err != nil {
+			return rpingInfo{}, err
+		}
+		info, err := parseRPingInfo(buf[:wc.ByteLen])
+		if err == nil {
+			err = s.PostRecv(1, mr, 0, rpingInfoLen)
+		}
+		return info, err
+	}
+	sendWait := func(post func() error) error {
+		if err := post(); err != nil {
+			return err
+		}
+		_, err := s.GetSendComp(ctx)
+		return err
+	}
+	goAhead := func() error { return s.PostSend(2, mr, rpingInfoLen, rpingInfoLen, uverbs.SendSignaled) }
+	if err := s.PostRecv(1, mr, 0, rpingInfoLen); err != nil {
+		return err
+	}
+	if _, err := s.AcceptContext(ctx, nil); err != nil {
+		return err
+	}
+	src, err := recv()
+	if err != nil {
+		return err
+	}
+	close(got)
+	if mode == rpFakeCorrupt {
+		n := int(src.Size)
+		if err := sendWait(func() error {
+			return s.PostRead(3, mr, data, n, uverbs.SendSignaled, src.Addr, src.RKey)
+		}); err != nil {
+			return err
+		}
+		if err := sendWait(goAhead); err != nil {
+			return err
+		}
+		sink, err := recv()
+		if err != nil {
+			return err
+		}
+		buf[data+5] = 'P' // rdma-ping-0 -> rdma-Ping-0
+		if err := sendWait(func() error {
+			return s.PostWrite(4, mr, data, n, uverbs.SendSignaled, sink.Addr, sink.RKey)
+		}); err != nil {
+			return err
+		}
+		if err := sendWait(goAhead); err != nil {
+			return err
+		}
+	}
+	ev, err := s.Channel().Next(ctx)
+	if err != nil {
+		return fmt.Errorf("waiting for the client's disconnect: %w", err)
+	}
+	if ev.Type != rdmacm.EventDisconnected {
+		return fmt.Errorf("%v, want DISCONNECTED", ev)
+	}
+	return s.Disconnect()
+}
