@@ -48,12 +48,11 @@ vmtest-all:
 
 test: deps lint unit vmtest-all
 
-# Until the data path lands (issue 4) this runs the Go benchmarks; the
-# side-by-side comparison with perftest comes with it.
-bench: deps
+# perftest's C tools and purerdma bench side by side, one VM boot per
+# kernel (scripts/bench; docs/performance.md has the method and results).
+bench: deps tools
 	@set -e; for k in $(KERNELS); do \
-	  echo "== kernel $$k"; \
-	  PURERDMA_KERNEL=$$k $(GO) test -run '^$$' -bench . -benchmem -exec $(CURDIR)/scripts/vmexec ./...; \
+	  $(BIN)/rxevm -kernel $$k -timeout 20m -- $(CURDIR)/scripts/bench; \
 	done
 
 demo: deps tools

@@ -31,6 +31,12 @@ mount -t proc proc $r/proc
 mount -t sysfs sysfs $r/sys
 mount -t devtmpfs devtmpfs $r/dev
 mkdir -p $r/dev/pts $r/dev/shm
+# devtmpfs has no /dev/fd and friends; shells need them (process
+# substitution, /dev/stdin).
+ln -s /proc/self/fd $r/dev/fd
+ln -s /proc/self/fd/0 $r/dev/stdin
+ln -s /proc/self/fd/1 $r/dev/stdout
+ln -s /proc/self/fd/2 $r/dev/stderr
 mount -t devpts devpts $r/dev/pts
 mount -t tmpfs shm $r/dev/shm
 mount -t tmpfs run $r/run

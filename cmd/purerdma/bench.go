@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/purerdma/rdma/internal/bench"
+)
+
+// bench measures latency and bandwidth between two purerdma processes,
+// one per side, the way perftest's ib_write_lat, ib_send_bw and friends
+// measure libibverbs: a server waits for a client on TCP, the two
+// exchange their queue pair numbers, GIDs and memory keys, connect an RC
+// queue pair and run the test with busy polling. docs/performance.md
+// describes the method and compares the numbers with perftest's.
+
+func init() {
+	register(command{
+		name: "bench",
+		usage: "  bench TEST [-d DEV] [-i PORT] [-x GIDIDX] [-s SIZE] [-n ITERS] [-p TCPPORT] [-json] [SERVER]\n" +
+			"                                           measure latency or bandwidth like perftest's ib_TEST (TEST: write_lat,\n" +
+			"                                           read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw); without\n" +
+			"                                           SERVER wait for a client, with it connect to that server\n" +
+			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json]\n" +
+			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n",
+		run: benchCmd,
+	})
+}
+
+// benchConfig is a parsed bench command line.
+type benchConfig struct {
+	test       bench.Test
+	dev        string        // -d: "" for the first device
+	port       int           // -i
+	gidIndex   int           // -x: -1 picks the port's RoCE v2 IPv4 GID
+	size       int           // -s: bytes per message
+	iters      int           // -n: measured iterations
+	warmup     int           // -w: iterations before them
+	txDepth    int           // -t: send queue depth (bandwidth tests)
+	cqMod      int           // -Q: signal every cqMod-th send (bandwidth tests)
+	tcpPort    int           // -p
+	json       bool          // -json
+	cpuProfile string        // -cpuprofile
+	yield      time.Duration // -yield: let the Go scheduler run this often; 0 never
+	server     string        // the server to connect to; "" to be the server
+}
+
+// Defaults, as perftest's (perftest_parameters.h) where it has one.
+const (
+	benchDefLatSize    = 2     // DEF_SIZE_LAT
+	benchDefBWSize     = 65536 // DEF_SIZE_BW
+	benchDefAtomicSize = 8     // DEF_SIZE_ATOMIC
+	benchDefIters      = 1000  // DEF_ITERS
+	benchDefItersWB    = 5000  // DEF_ITERS_WB: ib_write_bw
+	benchDefTxDepth    = 128   // DEF_TX_BW
+	benchDefCQMod      = 100   // DEF_CQ_MOD
+	benchCQModLimit    = 8192  // MSG_SIZE_CQ_MOD_LIMIT: larger messages signal every send
+	benchDefRxDepth    = 512   // DEF_RX_SEND
+	benchDefLatWarmup  = 100   // purerdma's own: perftest warms up no latency test
+	benchDefTCPPort    = 18515 // perftest's default port
+	benchMinIters      = 5     // perftest's MIN_ITER
+	// defYield is how often the polling goroutine calls runtime.Gosched,
+	// at a point where it waits anyway: well inside the 10 ms after which
+	// the runtime's sysmon forces a preemption (a signal, or taking the P
+	// away in the middle of the doorbell system call), which costs far
+	// more. docs/performance.md has the measurements.
+	benchDefYield   = 5 * time.Millisecond
+	benchMaxTxDepth = 16384
+	benchMaxYield   = 9 * time.Millisecond // past 10 ms, sysmon preempts first
+)
+
+func parseBenchArgs(args []string) (benchConfig, error) {
+	if len(args) == 0 {
+		return benchConfig{}, usageError("bench needs a test: one of write_lat, read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw, connect")
+	}
+	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		return benchConfig{}, errUsage
+	}
+	test, err := bench.ParseTest(args[0])
+	if err != nil {
+		return benchConfig{}, usageError("%v", err)
+	}
+	c := benchConfig{test: test}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.dev, "d", "", "device")
+	fs.IntVar(&c.port, "i", 1, "port")
+	fs.IntVar(&c.gidIndex, "x", -1, "GID index")
+	fs.IntVar(&c.size, "s", -1, "message size")
+	fs.IntVar(&c.iters, "n", -1, "iterations")
+	fs.IntVar(&c.warmup, "w", -1, "warm-up iterations")
+	fs.IntVar(&c.txDepth, "t", -1, "tx depth")
+	fs.IntVar(&c.cqMod, "Q", -1, "CQ moderation")
+	fs.IntVar(&c.tcpPort, "p", benchDefTCPPort, "TCP port")
+	fs.BoolVar(&c.json, "json", false, "JSON output")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "CPU profile file")
+	fs.DurationVar(&c.yield, "yield", benchDefYield, "scheduler yield interval")
+	rest := args[1:]
+	var pos []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return benchConfig{}, usageError("bench %v: %v", test, err)
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0]) // flags may follow SERVER
+		rest = rest[1:]
+	}
+	if len(pos) > 1 {
+		return benchConfig{}, usageError("bench %v: one server address, not %q", test, pos)
+	}
+	if len(pos) == 1 {
+		c.server = pos[0]
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := c.fill(given); err != nil {
+		return benchConfig{}, usageError("bench %v: %v", test, err)
+	}
+	return c, nil
+}
+
+// fill sets the defaults of the options not given and checks them all.
+func (c *benchConfig) fill(given map[string]bool) error {
+	if c.size < 0 {
+		switch {
+		case c.test == bench.AtomicLat:
+			c.size = benchDefAtomicSize
+		case c.test.Latency():
+			c.size = benchDefLatSize
+		default:
+			c.size = benchDefBWSize
+		}
+	}
+	if c.iters < 0 {
+		c.iters = benchDefIters
+		if c.test == bench.WriteBW {
+			c.iters = benchDefItersWB
+		}
+	}
+	if c.test.Latency() {
+		if given["t"] || given["Q"] {
+			return errors.New("-t and -Q are for the bandwidth tests; latency tests keep one request in flight")
+		}
+		c.txDepth, c.cqMod = 1, 1
+	} else {
+		if c.txDepth < 0 {
+			c.txDepth = benchDefTxDepth
+		}
+		if c.cqMod < 0 {
+			c.cqMod = benchDefCQMod
+			if c.size > benchCQModLimit {
+				c.cqMod = 1 // as perftest: big messages complete slowly anyway
+			}
+		}
+		if c.txDepth < 1 || c.txDepth > benchMaxTxDepth {
+			return fmt.Errorf("tx depth %d: 1 to %d", c.txDepth, benchMaxTxDepth)
+		}
+		if c.cqMod < 1 {
+			return fmt.Errorf("CQ moderation %d: must be at least 1", c.cqMod)
+		}
+		c.cqMod = min(c.cqMod, c.txDepth)
+	}
+	if c.warmup < 0 {
+		c.warmup = benchDefLatWarmup
+		if !c.test.Latency() {
+			c.warmup = c.txDepth // one window, as perftest --perform_warm_up
+		}
+	}
+	switch {
+	case c.test == bench.AtomicLat && c.size != benchDefAtomicSize:
+		return fmt.Errorf("size %d: atomics are 8 bytes", c.size)
+	case c.size < 1 || c.size > bench.MaxSize:
+		return fmt.Errorf("size %d: 1 to %d bytes", c.size, bench.MaxSize)
+	case c.iters < benchMinIters || c.iters > bench.MaxIters:
+		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, bench.MaxIters)
+	case c.warmup > bench.MaxIters:
+		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, bench.MaxIters)
+	case c.port < 1 || c.port > 255:
+		return fmt.Errorf("port %d: 1 to 255", c.port)
+	case c.gidIndex < -1 || c.gidIndex > 255:
+		return fmt.Errorf("GID index %d: 0 to 255", c.gidIndex)
+	case c.tcpPort < 1 || c.tcpPort > 65535:
+		return fmt.Errorf("TCP port %d: 1 to 65535", c.tcpPort)
+	case c.yield < 0 || c.yield > benchMaxYield:
+		return fmt.Errorf("yield interval %v: 0 (never) to %v", c.yield, benchMaxYield)
+	}
+	return nil
+}
+
+// rxDepth is how many receives a SEND test keeps posted.
+func (c *benchConfig) rxDepth() int {
+	if c.test != bench.SendLat && c.test != bench.SendBW {
+		return 0
+	}
+	return min(benchDefRxDepth, c.warmup+c.iters)
+}
+
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "connect" {
+		return runBenchConnect(ctx, args[1:], stdout, stderr) // bench_connect.go
+	}
+	cfg, err := parseBenchArgs(args)
+	if err != nil {
+		return err
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
+	conn, err := benchDial(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	res, err := runBench(ctx, &cfg, conn)
+	if cerr := conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("bench %v: %w", cfg.test, err)
+	}
+	if cfg.json {
+		return res.WriteJSON(stdout)
+	}
+	return res.WriteText(stdout)
+}
+
+// benchDialTimeout is how long a client keeps trying a server that does
+// not listen yet (perftest gives up at once; scripts then must sleep).
+const benchDialTimeout = 10 * time.Second
+
+// benchDial accepts one client (server side) or connects to the
+// server, retrying failed connections for benchDialTimeout.
+func benchDial(ctx context.Context, cfg *benchConfig) (net.Conn, error) {
+	port := strconv.Itoa(cfg.tcpPort)
+	if cfg.server == "" {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", ":"+port)
+		if err != nil {
+			return nil, err
+		}
+		stop := context.AfterFunc(ctx, func() { ln.Close() })
+		conn, err := ln.Accept()
+		stop()
+		ln.Close()
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return conn, err
+	}
+	addr := cfg.server
+	if _, _, err := net.SplitHostPort(addr); err != nil || !strings.Contains(addr, ":") || strings.Count(addr, ":") > 1 && !strings.HasPrefix(addr, "[") {
+		addr = net.JoinHostPort(cfg.server, port)
+	}
+	var d net.Dialer
+	deadline := time.Now().Add(benchDialTimeout)
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

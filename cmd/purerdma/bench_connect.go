@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// bench connect measures connection set-up and tear-down the way
+// librdmacm's cmtime does (rdma-core 44): each step is issued for every
+// connection before the next step starts, and the table gives each
+// step's total time for the batch, the slowest and fastest connection,
+// and the total divided by the number of connections.
+
+// connectSteps are cmtime's steps, in its order and spelling.
+var connectSteps = []string{"create id", "bind addr", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"}
+
+const (
+	stepCreateID = iota
+	stepBind
+	stepResolveAddr
+	stepResolveRoute
+	stepCreateQP
+	stepConnect
+	stepDisconnect
+	stepDestroy
+)
+
+type connectOpts struct {
+	server, bind string
+	port         int
+	conns        int
+	timeout      time.Duration
+	json         bool
+}
+
+func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
+	var o connectOpts
+	fs := flag.NewFlagSet("bench connect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.server, "s", "", "server address (client mode)")
+	fs.StringVar(&o.bind, "b", "", "bind address (server: listen address; client: source address)")
+	fs.IntVar(&o.port, "p", 7471, "rdma_cm port")
+	fs.IntVar(&o.conns, "c", 100, "connections")
+	fs.DurationVar(&o.timeout, "t", 2*time.Second, "address and route resolution timeout")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object")
+	if err := fs.Parse(args); err != nil {
+		return o, usageError("bench connect: %v", err)
+	}
+	if fs.NArg() != 0 {
+		return o, usageError("bench connect: unexpected argument %q", fs.Arg(0))
+	}
+	if o.server == "" && o.bind == "" {
+		return o, usageError("bench connect: -b ADDR (server) or -s SERVER (client)")
+	}
+	if o.conns < 1 || o.port < 1 || o.port > 65535 || o.timeout <= 0 {
+		return o, usageError("bench connect: -c, -p and -t must be positive (-p at most 65535)")
+	}
+	return o, nil
+}
+
+func runBenchConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseConnectFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.server == "" {
+		return connectServer(ctx, o, stdout)
+	}
+	res, err := connectClient(ctx, o)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	res.print(stdout, o.bind != "")
+	return nil
+}
+
+// stepTimes is one step: the batch's start and end, and each
+// connection's own.
+type stepTimes struct {
+	start, end time.Time
+	per        []time.Duration
+}
+
+// ConnectResult is what bench connect measured, per step.
+type ConnectResult struct {
+	Connections int
+	Steps       []ConnectStep
+}
+
+// ConnectStep is one row of the table.
+type ConnectStep struct {
+	Step      string
+	TotalMS   float64 `json:"total_ms"`
+	MaxMS     float64 `json:"max_ms"`
+	MinUS     float64 `json:"min_us"`
+	USPerConn float64 `json:"us_per_conn"`
+}
+
+func (r *ConnectResult) print(w io.Writer, bound bool) {
+	fmt.Fprintf(w, "step              total ms     max ms     min us  us / conn\n")
+	for _, s := range r.Steps {
+		if s.Step == "bind addr" && !bound {
+			continue
+		}
+		fmt.Fprintf(w, "%-13s: %11.2f%11.2f%11.2f%11.2f\n", s.Step, s.TotalMS, s.MaxMS, s.MinUS, s.USPerConn)
+	}
+}
+
+func summarize(steps []stepTimes, n int) *ConnectResult {
+	r := &ConnectResult{Connections: n}
+	for i, st := range steps {
+		row := ConnectStep{Step: connectSteps[i]}
+		total := st.end.Sub(st.start)
+		row.TotalMS = float64(total.Microseconds()) / 1000
+		row.USPerConn = float64(total.Microseconds()) / float64(n)
+		minUS := -1.0
+		for _, d := range st.per {
+			us := float64(d.Microseconds())
+			row.MaxMS = max(row.MaxMS, us/1000)
+			if minUS < 0 || us < minUS {
+				minUS = us
+			}
+		}
+		row.MinUS = max(minUS, 0)
+		r.Steps = append(r.Steps, row)
+	}
+	return r
+}
+
+// connectQP is the QP cmtime creates for each connection.
+var connectQP = uverbs.QPConfig{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+
+func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
+	dst, err := resolveHostPort(ctx, o.server, o.port)
+	if err != nil {
+		return nil, err
+	}
+	var src netip.AddrPort
+	if o.bind != "" {
+		if src, err = resolveHostPort(ctx, o.bind, 0); err != nil {
+			return nil, err
+		}
+	}
+	ch, err := rdmacm.NewEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	defer ch.Close()
+	// librdmacm opens every device when the first event channel is
+	// created, before cmtime starts timing; one untimed ID does the same
+	// here (device lookup, the shared device context) and keeps it open
+	// for the run, so no step pays a once-per-process cost.
+	warm, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
+	if err != nil {
+		return nil, err
+	}
+	defer warm.Close()
+	if err := warm.ResolveAddrContext(ctx, src, dst); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	if _, err := warm.Context(); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	n := o.conns
+	steps := make([]stepTimes, len(connectSteps))
+	for i := range steps {
+		steps[i].per = make([]time.Duration, n)
+	}
+	ids := make([]*rdmacm.ID, n)
+	index := make(map[*rdmacm.ID]int, n)
+	begun := make([]time.Time, n)
+	defer func() {
+		for _, id := range ids {
+			if id != nil {
+				id.Close()
+			}
+		}
+	}()
+	// each runs fn for every connection, timing the step per connection
+	// and for the batch.
+	each := func(step int, fn func(i int) error) error {
+		steps[step].start = time.Now()
+		for i := range n {
+			t := time.Now()
+			if err := fn(i); err != nil {
+				return fmt.Errorf("%s %d: %w", connectSteps[step], i, err)
+			}
+			steps[step].per[i] = time.Since(t)
+		}
+		steps[step].end = time.Now()
+		return nil
+	}
+	// await issues an asynchronous step for every connection and waits
+	// for its event from each.
+	await := func(step int, issue func(i int) error, want rdmacm.EventType) error {
+		steps[step].start = time.Now()
+		for i := range n {
+			begun[i] = time.Now()
+			if err := issue(i); err != nil {
+				return fmt.Errorf("%s %d: %w", connectSteps[step], i, err)
+			}
+		}
+		for done := 0; done < n; {
+			ev, err := ch.Next(ctx)
+			if err != nil {
+				return err
+			}
+			i, ok := index[ev.ID]
+			if !ok {
+				continue
+			}
+			if ev.Type != want {
+				if err := ev.Err(); err != nil {
+					return fmt.Errorf("%s %d: %v: %w", connectSteps[step], i, ev, err)
+				}
+				return fmt.Errorf("%s %d: unexpected %v", connectSteps[step], i, ev.Type)
+			}
+			steps[step].per[i] = time.Since(begun[i])
+			done++
+		}
+		steps[step].end = time.Now()
+		return nil
+	}
+	if err := each(stepCreateID, func(i int) error {
+		id, err := rdmacm.CreateID(ch, rdmacm.PortSpaceTCP)
+		ids[i] = id
+		index[id] = i
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if src.IsValid() {
+		if err := each(stepBind, func(i int) error { return ids[i].Bind(src) }); err != nil {
+			return nil, err
+		}
+	}
+	if err := await(stepResolveAddr, func(i int) error { return ids[i].ResolveAddr(src, dst, o.timeout) }, rdmacm.EventAddrResolved); err != nil {
+		return nil, err
+	}
+	if err := await(stepResolveRoute, func(i int) error { return ids[i].ResolveRoute(o.timeout) }, rdmacm.EventRouteResolved); err != nil {
+		return nil, err
+	}
+	if err := each(stepCreateQP, func(i int) error { _, err := ids[i].CreateQP(nil, connectQP); return err }); err != nil {
+		return nil, err
+	}
+	if err := await(stepConnect, func(i int) error { return ids[i].Connect(nil) }, rdmacm.EventEstablished); err != nil {
+		return nil, err
+	}
+	if err := await(stepDisconnect, func(i int) error { return ids[i].Disconnect() }, rdmacm.EventDisconnected); err != nil {
+		return nil, err
+	}
+	err = each(stepDestroy, func(i int) error {
+		err := ids[i].Close()
+		ids[i] = nil
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return summarize(steps, n), nil
+}
+
+// connectServer accepts connections until ctx ends, answering each
+// disconnect by destroying the connection, as cmtime's server does.
+func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
+	addr, err := resolveHostPort(ctx, o.bind, o.port)
+	if err != nil {
+		return err
+	}
+	ch, err := rdmacm.NewEventChannel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	l, err := rdmacm.CreateID(ch, rdmacm.PortSpaceTCP)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := l.Bind(addr); err != nil {
+		return err
+	}
+	if err := l.Listen(0); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %v\n", addr)
+	for {
+		ev, err := ch.Next(ctx)
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch ev.Type {
+		case rdmacm.EventConnectRequest:
+			if _, err := ev.ID.CreateQP(nil, connectQP); err != nil {
+				ev.ID.Reject(nil)
+				ev.ID.Close()
+				continue
+			}
+			if err := ev.ID.Accept(nil); err != nil {
+				ev.ID.Close()
+			}
+		case rdmacm.EventDisconnected:
+			ev.ID.Disconnect()
+			ev.ID.Close()
+		case rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
+			ev.ID.Close()
+		}
+	}
+}
+
+// resolveHostPort turns a numeric address or a host name into an
+// address with port.
+func resolveHostPort(ctx context.Context, host string, port int) (netip.AddrPort, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return netip.AddrPortFrom(a, uint16(port)), nil
+	}
+	ais, err := rdmacm.GetAddrInfo(ctx, host, fmt.Sprint(port), nil)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if len(ais) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%s: no address", host)
+	}
+	return ais[0].Dst, nil
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/testenv"
+)
+
+func TestBenchConnectFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"-b", "198.18.0.1"}, true},
+		{[]string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-c", "5"}, true},
+		{nil, false},
+		{[]string{"-s", "x", "-c", "0"}, false},
+		{[]string{"-s", "x", "-p", "70000"}, false},
+		{[]string{"-s", "x", "extra"}, false},
+	} {
+		_, err := parseConnectFlags(tc.args, io.Discard)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: %v, want ok=%v", tc.args, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, errUsage) {
+			t.Errorf("%q: %v is not a usage error", tc.args, err)
+		}
+	}
+}
+
+func TestConnectTable(t *testing.T) {
+	now := time.Now()
+	steps := make([]stepTimes, len(connectSteps))
+	for i := range steps {
+		steps[i] = stepTimes{start: now, end: now.Add(time.Duration(i+1) * time.Millisecond),
+			per: []time.Duration{time.Duration(i+1) * 100 * time.Microsecond, time.Duration(i+1) * 300 * time.Microsecond}}
+	}
+	r := summarize(steps, 2)
+	var b bytes.Buffer
+	r.print(&b, false)
+	want := "step              total ms     max ms     min us  us / conn\n" +
+		"create id    :        1.00       0.30     100.00     500.00\n"
+	if !strings.HasPrefix(b.String(), want) {
+		t.Errorf("table starts\n%s\nwant\n%s", b.String(), want)
+	}
+	if strings.Contains(b.String(), "bind addr") {
+		t.Error("bind addr printed without -b")
+	}
+	if got := r.Steps[stepConnect]; got.TotalMS != 6 || got.MaxMS != 1.8 || got.MinUS != 600 || got.USPerConn != 3000 {
+		t.Errorf("connect row %+v", got)
+	}
+}
+
+// TestBenchConnectVM runs the server and a 20-connection client in the
+// VM: every connection is set up and torn down, every step timed.
+func TestBenchConnectVM(t *testing.T) {
+	testenv.Devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	srvCtx, stopServer := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	var srvOut bytes.Buffer
+	go func() {
+		served <- runBenchConnect(srvCtx, []string{"-b", "198.18.0.1", "-p", "17473"}, &srvOut, io.Discard)
+	}()
+	var out bytes.Buffer
+	var err error
+	for try := 0; try < 50; try++ { // until the server listens
+		out.Reset()
+		if err = runBenchConnect(ctx, []string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-p", "17473", "-c", "20", "-json"}, &out, io.Discard); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopServer()
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	var r ConnectResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r.Connections != 20 || len(r.Steps) != len(connectSteps) {
+		t.Fatalf("result %+v", r)
+	}
+	for _, s := range r.Steps {
+		if s.TotalMS <= 0 || s.USPerConn <= 0 || s.MaxMS*1000 < s.MinUS {
+			t.Errorf("step %+v", s)
+		}
+	}
+	t.Logf("%s", out.String())
+}

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"time"
+
+	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/mmio"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// The measured loops. Each follows the loop of the perftest program of
+// the same name (perftest_resources.c: run_iter_lat_write,
+// run_iter_lat_send, run_iter_lat, run_iter_bw, run_iter_bw_server):
+// the same posts, the same signalling, the same points where the time is
+// taken. They busy-poll, allocate nothing and make no system call but
+// the send doorbell.
+
+// benchRunner runs one test on a connected endpoint.
+type benchRunner struct {
+	ctx    context.Context
+	cfg    *benchConfig
+	ep     *benchEndpoint
+	peer   bench.Hello
+	server bool
+	w      spinWaiter
+	src    []uverbs.SGE // the first half of the buffer, size bytes
+	dst    []uverbs.SGE // the second half, where the peer's messages land
+}
+
+func newBenchRunner(ctx context.Context, cfg *benchConfig, ep *benchEndpoint, peer bench.Hello) *benchRunner {
+	r := &benchRunner{ctx: ctx, cfg: cfg, ep: ep, peer: peer, server: cfg.server == "", w: newSpinWaiter(ctx)}
+	r.src = []uverbs.SGE{{Addr: ep.mr.Addr(), Length: uint32(cfg.size), LKey: ep.mr.LKey()}}
+	r.dst = []uverbs.SGE{{Addr: ep.mr.Addr() + uint64(ep.region), Length: uint32(cfg.size), LKey: ep.mr.LKey()}}
+	return r
+}
+
+// total is the number of iterations a loop runs, warm-up included.
+func (r *benchRunner) total() int { return r.cfg.warmup + r.cfg.iters }
+
+// prepare posts the receives a SEND test starts with, before the peer
+// may send.
+func (r *benchRunner) prepare() error {
+	if r.ep.rxDepth == 0 || !r.server && r.cfg.test == bench.SendBW {
+		return nil
+	}
+	wr := uverbs.RecvWR{SGL: r.dst}
+	for range r.ep.rxDepth {
+		if err := r.ep.qp.PostRecv(&wr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measures reports whether this side's loop produces the result: the
+// client's always, the server's in the ping-pong tests.
+func (r *benchRunner) measures() bool { return !r.server || r.cfg.test.PingPong() }
+
+// run runs the test and returns this side's result, or nil when the
+// peer measures.
+func (r *benchRunner) run() (*bench.Result, error) {
+	cfg := r.cfg
+	var lat []uint64
+	var bw bench.BWStamps
+	if r.measures() {
+		if cfg.test.Latency() {
+			lat = make([]uint64, cfg.iters)
+		} else {
+			bw = bench.BWStamps{Posted: make([]uint64, cfg.iters), Completed: make([]uint64, cfg.iters)}
+		}
+	}
+	if cfg.yield > 0 {
+		// The cycle rate, roughly, to schedule the yields by.
+		est := bench.StartClock()
+		time.Sleep(20 * time.Millisecond)
+		r.w.yieldEvery = max(uint64(est.Estimate()*float64(cfg.yield.Microseconds())), 1)
+		r.w.nextYield = bench.Cycles() + r.w.yieldEvery
+	}
+	gc0 := benchGCCycles()
+	clock := bench.StartClock()
+	var err error
+	switch cfg.test {
+	case bench.WriteLat:
+		err = r.writeLat(lat)
+	case bench.SendLat:
+		err = r.sendLat(lat)
+	case bench.ReadLat, bench.AtomicLat:
+		if !r.server {
+			err = r.roundTrips(lat)
+		}
+	case bench.WriteBW, bench.ReadBW, bench.SendBW:
+		switch {
+		case !r.server:
+			err = r.stream(&bw)
+		case cfg.test == bench.SendBW:
+			err = r.receive()
+		}
+	}
+	if err != nil || !r.measures() {
+		return nil, err
+	}
+	gcs := benchGCCycles() - gc0
+	rate := clock.Rate()
+	if rate <= 0 {
+		return nil, errors.New("the cycle counter did not advance")
+	}
+	res := &bench.Result{
+		Test: cfg.test, Role: "client", Reporter: "client", Device: r.ep.ctx.Device().Name, Port: cfg.port,
+		GIDIndex: r.ep.gidIndex, MTU: r.ep.mtu.Bytes(), Size: cfg.size, Iterations: cfg.iters, Warmup: cfg.warmup,
+		TxDepth: cfg.txDepth, CQMod: cfg.cqMod, RxDepth: r.ep.rxDepth, CyclesPerUsec: rate, GCCycles: gcs,
+	}
+	if r.server {
+		res.Role, res.Reporter = "server", "server"
+	}
+	if cfg.test == bench.ReadLat || cfg.test == bench.ReadBW || cfg.test == bench.AtomicLat {
+		res.OutReads = int(min(uint8(r.ep.outReads), r.peer.OutReads))
+	}
+	if cfg.test.Latency() {
+		l, err := bench.SummarizeLatency(bench.LatencySamples(lat, rate, cfg.test.RTTFactor()))
+		if err != nil {
+			return nil, err
+		}
+		res.Latency = &l
+	} else {
+		b, err := bench.SummarizeBandwidth(cfg.size, bw, cfg.cqMod, rate)
+		if err != nil {
+			return nil, err
+		}
+		res.Bandwidth = &b
+	}
+	return res, nil
+}
+
+// benchGCCycles is the number of garbage collections so far.
+func benchGCCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// writeLat is ib_write_lat's loop, on both sides: write the buffer to
+// the peer with the iteration number in its last byte, wait for the
+// write's completion, and spin on the last byte of the buffer the peer
+// writes until it holds the peer's iteration number. The client writes
+// first. stamps[i] is taken before measured iteration i's write.
+func (r *benchRunner) writeLat(stamps []uint64) error {
+	ep, size, total, warm := r.ep, r.cfg.size, r.total(), r.cfg.warmup
+	wr := uverbs.SendWR{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGL: r.src,
+		RemoteAddr: r.peer.Addr, RKey: r.peer.RKey}
+	last := ep.region + size - 1 // the byte the peer's writes end with
+	word, shift := last&^3, uint(last&3)*8
+	var scnt, rcnt, ccnt int
+	for scnt < total || ccnt < total || rcnt < total {
+		r.w.yieldIfDue()
+		if rcnt < total && !(scnt == 0 && r.server) {
+			rcnt++
+			for want := byte(rcnt); byte(mmio.LoadUint32(ep.mem, word)>>shift) != want; {
+				if err := r.w.spin(); err != nil {
+					return err
+				}
+			}
+			r.w.reset()
+		}
+		if scnt < total {
+			if scnt >= warm && stamps != nil {
+				stamps[scnt-warm] = bench.Cycles()
+			}
+			scnt++
+			ep.mem[size-1] = byte(scnt)
+			if err := ep.qp.PostSend(&wr); err != nil {
+				return err
+			}
+		}
+		if ccnt < total {
+			if err := r.waitOne(ep.scq); err != nil {
+				return err
+			}
+			ccnt++
+		}
+	}
+	return nil
+}
+
+// sendLat is ib_send_lat's loop, on both sides: wait for the peer's
+// message and post its receive again, then send one and wait for its
+// completion. The client sends first.
+func (r *benchRunner) sendLat(stamps []uint64) error {
+	ep, total, warm := r.ep, r.total(), r.cfg.warmup
+	swr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: r.src}
+	rwr := uverbs.RecvWR{SGL: r.dst}
+	var scnt, rcnt int
+	for scnt < total || rcnt < total {
+		r.w.yieldIfDue()
+		if rcnt < total && !(scnt == 0 && !r.server) {
+			if err := r.waitOne(ep.rcq); err != nil {
+				return err
+			}
+			rcnt++
+			if rcnt+ep.rxDepth <= total {
+				if err := ep.qp.PostRecv(&rwr); err != nil {
+					return err
+				}
+			}
+		}
+		if scnt < total {
+			if scnt >= warm && stamps != nil {
+				stamps[scnt-warm] = bench.Cycles()
+			}
+			scnt++
+			if err := ep.qp.PostSend(&swr); err != nil {
+				return err
+			}
+			if err := r.waitOne(ep.scq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// roundTrips is ib_read_lat's and ib_atomic_lat's loop on the client:
+// post one READ (or FETCH_AND_ADD) and wait for its completion.
+func (r *benchRunner) roundTrips(stamps []uint64) error {
+	ep, warm := r.ep, r.cfg.warmup
+	wr := uverbs.SendWR{Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, SGL: r.src,
+		RemoteAddr: r.peer.Addr, RKey: r.peer.RKey}
+	if r.cfg.test == bench.AtomicLat {
+		wr.Opcode, wr.CompareAdd = uverbs.WRAtomicFetchAndAdd, 1
+	}
+	for scnt := range r.total() {
+		r.w.yieldIfDue()
+		if scnt >= warm {
+			stamps[scnt-warm] = bench.Cycles()
+		}
+		if err := ep.qp.PostSend(&wr); err != nil {
+			return err
+		}
+		if err := r.waitOne(ep.scq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stream is ib_write_bw's, ib_read_bw's and ib_send_bw's loop on the
+// client: keep up to tx depth messages posted, signal every cq_mod-th
+// and the last, and count a signalled completion as all messages up to
+// it done. The warm-up runs the same loop unmeasured first.
+func (r *benchRunner) stream(st *bench.BWStamps) error {
+	op := map[bench.Test]uverbs.WROpcode{bench.WriteBW: uverbs.WRRDMAWrite, bench.ReadBW: uverbs.WRRDMARead,
+		bench.SendBW: uverbs.WRSend}[r.cfg.test]
+	wr := uverbs.SendWR{Opcode: op, SGL: r.src, RemoteAddr: r.peer.Addr, RKey: r.peer.RKey}
+	if r.cfg.warmup > 0 {
+		if err := r.streamN(&wr, r.cfg.warmup, nil); err != nil {
+			return err
+		}
+	}
+	return r.streamN(&wr, r.cfg.iters, st)
+}
+
+func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *bench.BWStamps) error {
+	ep, depth, mod := r.ep, r.cfg.txDepth, r.cfg.cqMod
+	wc := ep.wc[:]
+	var scnt, ccnt int
+	for scnt < n || ccnt < n {
+		for scnt < n && scnt-ccnt < depth {
+			wr.WRID = uint64(scnt)
+			wr.Flags = 0
+			if scnt%mod == mod-1 || scnt == n-1 {
+				wr.Flags = uverbs.SendSignaled
+			}
+			if st != nil {
+				st.Posted[scnt] = bench.Cycles()
+			}
+			if err := ep.qp.PostSend(wr); err != nil {
+				if errors.Is(err, uverbs.ErrBusy) {
+					break // the ring lags the completions: poll
+				}
+				return err
+			}
+			scnt++
+		}
+		r.w.yieldIfDue()
+		k, err := ep.scq.Poll(wc)
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			if err := r.w.spin(); err != nil {
+				return err
+			}
+			continue
+		}
+		r.w.reset()
+		for i := range k {
+			if err := benchWCError(&wc[i]); err != nil {
+				return err
+			}
+			id := int(wc[i].WRID)
+			if id < ccnt || id >= scnt {
+				return fmt.Errorf("completion for message %d, %d of %d posted and %d complete", id, scnt, n, ccnt)
+			}
+			ccnt = id + 1
+			if st != nil {
+				st.Completed[id] = bench.Cycles()
+			}
+		}
+	}
+	return nil
+}
+
+// receive is ib_send_bw's loop on the server: take the client's messages
+// and keep the receive queue full until all have arrived.
+func (r *benchRunner) receive() error {
+	ep, total := r.ep, r.total()
+	wc := ep.wc[:]
+	rwr := uverbs.RecvWR{SGL: r.dst}
+	posted, rcnt := ep.rxDepth, 0
+	for rcnt < total {
+		r.w.yieldIfDue()
+		k, err := ep.rcq.Poll(wc)
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			if err := r.w.spin(); err != nil {
+				return err
+			}
+			continue
+		}
+		r.w.reset()
+		for i := range k {
+			if err := benchWCError(&wc[i]); err != nil {
+				return err
+			}
+			rcnt++
+			if posted < total {
+				if err := ep.qp.PostRecv(&rwr); err != nil {
+					return err
+				}
+				posted++
+			}
+		}
+	}
+	return nil
+}
+
+// waitOne busy-polls cq for one completion, which must be a success.
+func (r *benchRunner) waitOne(cq *uverbs.CQ) error {
+	wc := r.ep.wc[:1]
+	for {
+		n, err := cq.Poll(wc)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			r.w.reset()
+			return benchWCError(&wc[0])
+		}
+		if err := r.w.spin(); err != nil {
+			return err
+		}
+	}
+}
+
+func benchWCError(wc *uverbs.WorkCompletion) error {
+	if wc.Status == uverbs.WCSuccess {
+		return nil
+	}
+	return fmt.Errorf("%v completion of work request %d: %w", wc.Opcode, wc.WRID, wc.Status)
+}
+
+// benchStallTimeout is how long a loop spins without progress before it gives
+// up on the peer.
+const benchStallTimeout = 30 * time.Second
+
+// spinWaiter is what a busy-poll loop calls on every empty poll: every 4096th
+// call it checks for cancellation, and after about a million calls in a
+// row it starts a clock that ends the wait after stallTimeout. It costs
+// a counter increment otherwise, and never allocates.
+type spinWaiter struct {
+	ctx   context.Context
+	done  <-chan struct{}
+	spins uint64
+	since time.Time
+
+	yieldEvery, nextYield uint64
+}
+
+func newSpinWaiter(ctx context.Context) spinWaiter { return spinWaiter{ctx: ctx, done: ctx.Done()} }
+
+func (w *spinWaiter) spin() error {
+	w.spins++
+	if w.spins == 1 {
+		w.yieldIfDue()
+	}
+	if w.spins&(1<<12-1) != 0 {
+		return nil
+	}
+	w.yieldIfDue() // a long wait
+	select {
+	case <-w.done:
+		return w.ctx.Err()
+	default:
+	}
+	if w.spins&(1<<20-1) == 0 {
+		now := time.Now()
+		if w.since.IsZero() {
+			w.since = now
+		} else if now.Sub(w.since) > benchStallTimeout {
+			return fmt.Errorf("no progress for %v: is the peer still running?", benchStallTimeout)
+		}
+	}
+	return nil
+}
+
+// yieldIfDue lets the scheduler run if the last time was yieldEvery
+// cycles ago.
+func (w *spinWaiter) yieldIfDue() {
+	if w.yieldEvery != 0 {
+		if now := bench.Cycles(); now >= w.nextYield {
+			runtime.Gosched()
+			w.nextYield = bench.Cycles() + w.yieldEvery
+		}
+	}
+}
+
+// reset records progress.
+func (w *spinWaiter) reset() {
+	if w.spins != 0 {
+		w.spins, w.since = 0, time.Time{}
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"time"
+
+	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// benchEndpoint is one side's verbs objects for a run: an RC queue pair with
+// its own send and receive CQs, on a thread domain (one goroutine posts
+// and polls, so neither takes a lock), and one registered buffer in two
+// halves: the first is the local source or sink, the second is what the
+// peer writes, reads or sends into.
+type benchEndpoint struct {
+	ctx      *uverbs.Context
+	td       *uverbs.TD
+	pd       *uverbs.PD
+	scq, rcq *uverbs.CQ
+	qp       *uverbs.QP
+	buf      *uverbs.Buffer
+	mem      []byte
+	mr       *uverbs.MR
+	region   int // bytes in each half of mem
+	port     int
+	gidIndex int
+	gid      uverbs.GID
+	mtu      uverbs.MTU // the port's active MTU; the path MTU once connected
+	outReads int        // RDMA READs and atomics in flight the device takes per QP
+	rxDepth  int
+	psn      uint32
+	closers  []func() error // newest last
+
+	wc [16]uverbs.WorkCompletion
+}
+
+const benchAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
+
+// openBenchEndpoint opens the device and creates the objects of a run, with
+// the QP in INIT.
+func openBenchEndpoint(cfg *benchConfig) (_ *benchEndpoint, err error) {
+	ep := &benchEndpoint{port: cfg.port, rxDepth: cfg.rxDepth()}
+	defer func() {
+		if err != nil {
+			ep.close()
+		}
+	}()
+	name := cfg.dev
+	if name == "" {
+		devs, err := uverbs.Devices()
+		if err != nil {
+			return nil, err
+		}
+		if len(devs) == 0 {
+			return nil, errors.New("no RDMA device (rdma link add NAME type rxe netdev ETH adds a soft-RoCE one)")
+		}
+		name = devs[0].Name
+	}
+	if ep.ctx, err = uverbs.Open(name, nil); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.ctx.Close)
+	attr, err := ep.ctx.QueryDevice()
+	if err != nil {
+		return nil, err
+	}
+	ep.outReads = min(max(attr.MaxQPRdAtom, 1), 255)
+	pattr, err := ep.ctx.QueryPort(cfg.port)
+	if err != nil {
+		return nil, err
+	}
+	if pattr.State != uverbs.PortActive {
+		return nil, fmt.Errorf("%s port %d is %v, not ACTIVE", name, cfg.port, pattr.State)
+	}
+	ep.mtu = pattr.ActiveMTU
+	if ep.gidIndex, ep.gid, err = benchGID(ep.ctx, cfg.port, cfg.gidIndex); err != nil {
+		return nil, err
+	}
+	if ep.td, err = ep.ctx.AllocTD(); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.td.Close)
+	if ep.pd, err = ep.ctx.AllocPD(); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.pd.Close)
+	if ep.scq, err = ep.ctx.CreateCQ(uverbs.CQConfig{Size: cfg.txDepth, TD: ep.td}); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.scq.Close)
+	if ep.rcq, err = ep.ctx.CreateCQ(uverbs.CQConfig{Size: max(ep.rxDepth, 1), TD: ep.td}); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.rcq.Close)
+	ep.qp, err = ep.pd.CreateQP(uverbs.QPConfig{Type: uverbs.QPTypeRC, SendCQ: ep.scq, RecvCQ: ep.rcq, TD: ep.td,
+		Cap: uverbs.QPCap{MaxSendWR: uint32(cfg.txDepth), MaxRecvWR: uint32(max(ep.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.qp.Close)
+	page := os.Getpagesize()
+	ep.region = (cfg.size + page - 1) / page * page
+	if ep.buf, err = uverbs.AllocBuffer(2 * ep.region); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.buf.Close)
+	ep.mem = ep.buf.Bytes()
+	if ep.mr, err = ep.pd.RegBuffer(ep.buf, benchAccess); err != nil {
+		return nil, err
+	}
+	ep.closers = append(ep.closers, ep.mr.Close)
+	err = ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(cfg.port), AccessFlags: benchAccess},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
+	if err != nil {
+		return nil, err
+	}
+	ep.psn = rand.Uint32() & 0xffffff
+	return ep, nil
+}
+
+// close destroys the objects, newest first: the memory region before its
+// buffer, the QP before its CQs, the context last.
+func (ep *benchEndpoint) close() error {
+	var errs []error
+	for i := len(ep.closers) - 1; i >= 0; i-- {
+		errs = append(errs, ep.closers[i]())
+	}
+	ep.closers = nil
+	return errors.Join(errs...)
+}
+
+// benchGID returns the GID at index, or with index -1 the port's first
+// RoCE v2 GID of an IPv4 address (what RoCE v2 over IPv4 needs and what
+// perftest's -x is usually pointed at), else its first RoCE v2 GID, else
+// its first GID.
+func benchGID(c *uverbs.Context, port, index int) (int, uverbs.GID, error) {
+	if index >= 0 {
+		g, err := c.QueryGID(port, index)
+		return index, g, err
+	}
+	tbl, err := c.GIDTable(port)
+	if err != nil {
+		return 0, uverbs.GID{}, err
+	}
+	for _, pass := range []func(uverbs.GIDEntry) bool{
+		func(e uverbs.GIDEntry) bool { return e.Type == uverbs.GIDTypeRoCEv2 && e.GID.IP().To4() != nil },
+		func(e uverbs.GIDEntry) bool { return e.Type == uverbs.GIDTypeRoCEv2 },
+		func(uverbs.GIDEntry) bool { return true },
+	} {
+		for _, e := range tbl {
+			if pass(e) {
+				return e.Index, e.GID, nil
+			}
+		}
+	}
+	return 0, uverbs.GID{}, fmt.Errorf("%s port %d has no GID", c.Device().Name, port)
+}
+
+// hello is what this side tells the peer.
+func (ep *benchEndpoint) hello(cfg *benchConfig) bench.Hello {
+	return bench.Hello{
+		Test: cfg.test, Size: uint32(cfg.size), Iters: uint32(cfg.iters), Warmup: uint32(cfg.warmup),
+		QPN: ep.qp.Num(), PSN: ep.psn, GID: ep.gid, MTU: uint8(ep.mtu), OutReads: uint8(ep.outReads),
+		RKey: ep.mr.RKey(), Addr: ep.mr.Addr() + uint64(ep.region), Len: uint64(ep.region),
+	}
+}
+
+// RC timing, as perftest sets it.
+const (
+	benchQPTimeout   = 14 // DEF_QP_TIME: 4.096 us * 2^14 = 67 ms
+	benchRetryCount  = 7
+	benchRNRRetry    = 7  // retry forever on receiver-not-ready
+	benchMinRNRTimer = 12 // MIN_RNR_TIMER: 0.64 ms
+	benchHopLimit    = 255
+)
+
+// connect moves the QP to RTS towards the peer.
+func (ep *benchEndpoint) connect(peer bench.Hello) error {
+	ep.mtu = min(ep.mtu, uverbs.MTU(peer.MTU))
+	err := ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: ep.mtu, DestQPNum: peer.QPN, RQPSN: peer.PSN,
+		MaxDestRdAtomic: uint8(ep.outReads), MinRNRTimer: benchMinRNRTimer,
+		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: uint8(ep.port),
+			GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(ep.gidIndex), HopLimit: benchHopLimit}}},
+		uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
+			uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
+	if err != nil {
+		return err
+	}
+	return ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: ep.psn, Timeout: benchQPTimeout,
+		RetryCnt: benchRetryCount, RNRRetry: benchRNRRetry, MaxRdAtomic: max(peer.OutReads, 1)},
+		uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|uverbs.QPAttrRNRRetry|
+			uverbs.QPAttrMaxQPRdAtomic)
+}
+
+// benchHandshakeTimeout bounds each exchange before and after the run, so a
+// peer that is not a purerdma bench (or hangs) cannot keep this side
+// waiting forever. The wait for the client's Done, which lasts as long
+// as the client's run, is bounded by the stall watchdog on the client
+// instead.
+const benchHandshakeTimeout = 30 * time.Second
+
+// benchSession is the TCP side of a run.
+type benchSession struct {
+	ctx  context.Context
+	conn net.Conn
+}
+
+func (s *benchSession) send(t bench.MsgType, payload []byte) error {
+	s.conn.SetWriteDeadline(time.Now().Add(benchHandshakeTimeout))
+	return s.wrap(bench.WriteMessage(s.conn, t, payload))
+}
+
+// recv reads the next message, which must be of type want; an Error
+// message becomes a *bench.PeerError.
+func (s *benchSession) recv(want bench.MsgType, timeout time.Duration) ([]byte, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	s.conn.SetReadDeadline(deadline)
+	t, p, err := bench.ReadMessage(s.conn)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	switch t {
+	case want:
+		return p, nil
+	case bench.MsgError:
+		return nil, bench.DecodeError(p)
+	}
+	return nil, fmt.Errorf("%w: %v message where %v was due", bench.ErrMalformed, t, want)
+}
+
+// fail tells the peer why this side stops; it is best effort.
+func (s *benchSession) fail(err error) {
+	msg := err.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024]
+	}
+	s.send(bench.MsgError, []byte(msg))
+}
+
+func (s *benchSession) wrap(err error) error {
+	if err != nil && s.ctx.Err() != nil {
+		return s.ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("talking to the peer: %w", err)
+	}
+	return nil
+}
+
+// runBench runs one test over conn, the connection to the peer, and
+// returns the result this side prints.
+func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn) (_ *bench.Result, err error) {
+	s := &benchSession{ctx: ctx, conn: conn}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	ep, err := openBenchEndpoint(cfg)
+	if err != nil {
+		s.fail(err)
+		return nil, err
+	}
+	defer func() {
+		if cerr := ep.close(); err == nil {
+			err = cerr
+		}
+	}()
+	local := ep.hello(cfg)
+	hb, _ := local.MarshalBinary()
+	if err := s.send(bench.MsgHello, hb); err != nil {
+		return nil, err
+	}
+	p, err := s.recv(bench.MsgHello, benchHandshakeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	var peer bench.Hello
+	err = peer.UnmarshalBinary(p)
+	if err == nil {
+		err = bench.CheckPeer(local, peer)
+	}
+	if err != nil {
+		s.fail(err)
+		return nil, err
+	}
+	if err := ep.connect(peer); err != nil {
+		s.fail(err)
+		return nil, err
+	}
+	r := newBenchRunner(ctx, cfg, ep, peer)
+	if err := r.prepare(); err != nil {
+		s.fail(err)
+		return nil, err
+	}
+	// Both QPs are in RTS and receives are posted: go.
+	if err := s.send(bench.MsgReady, nil); err != nil {
+		return nil, err
+	}
+	if _, err := s.recv(bench.MsgReady, benchHandshakeTimeout); err != nil {
+		return nil, err
+	}
+	// No deadline timers during the run: the scheduler would read the
+	// clock for them.
+	conn.SetDeadline(time.Time{})
+	res, err := r.run()
+	if err != nil {
+		s.fail(err)
+		return nil, err
+	}
+	return benchFinish(s, cfg, res)
+}
+
+// benchFinish exchanges the Done messages: the client sends its result and
+// waits for the server's Done, so the server keeps its QP and memory
+// until the client is through; the server takes the client's result
+// when it measured nothing itself.
+func benchFinish(s *benchSession, cfg *benchConfig, res *bench.Result) (*bench.Result, error) {
+	if cfg.server != "" {
+		p, err := json.Marshal(res)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.send(bench.MsgDone, p); err != nil {
+			return nil, err
+		}
+		if _, err := s.recv(bench.MsgDone, benchHandshakeTimeout); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	p, err := s.recv(bench.MsgDone, 0)
+	if err != nil {
+		return nil, err
+	}
+	peerRes, err := bench.DecodeDone(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.send(bench.MsgDone, nil); err != nil {
+		return nil, err
+	}
+	if res != nil {
+		return res, nil
+	}
+	if peerRes == nil || peerRes.Test != cfg.test {
+		return nil, fmt.Errorf("%w: the client reported no %v result", bench.ErrMalformed, cfg.test)
+	}
+	peerRes.Role = "server"
+	return peerRes, nil
+}
