@@ -18,7 +18,8 @@ import (
 // run_iter_lat_send, run_iter_lat, run_iter_bw, run_iter_bw_server):
 // the same posts, the same signalling, the same points where the time is
 // taken. They busy-poll, allocate nothing and make no system call but
-// the send doorbell.
+// the send doorbell; every few milliseconds they yield to the Go
+// scheduler (spinWaiter).
 
 // benchRunner runs one test on a connected endpoint.
 type benchRunner struct {
@@ -272,6 +273,9 @@ func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *bench.BWStamps) erro
 	var scnt, ccnt int
 	for scnt < n || ccnt < n {
 		for scnt < n && scnt-ccnt < depth {
+			// Every post, not every burst: a burst of big messages can
+			// last longer than sysmon's 10 ms.
+			r.w.yieldIfDue()
 			wr.WRID = uint64(scnt)
 			wr.Flags = 0
 			if scnt%mod == mod-1 || scnt == n-1 {
@@ -288,7 +292,6 @@ func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *bench.BWStamps) erro
 			}
 			scnt++
 		}
-		r.w.yieldIfDue()
 		k, err := ep.scq.Poll(wc)
 		if err != nil {
 			return err
@@ -325,7 +328,6 @@ func (r *benchRunner) receive() error {
 	rwr := uverbs.RecvWR{SGL: r.dst}
 	posted, rcnt := ep.rxDepth, 0
 	for rcnt < total {
-		r.w.yieldIfDue()
 		k, err := ep.rcq.Poll(wc)
 		if err != nil {
 			return err
@@ -342,6 +344,7 @@ func (r *benchRunner) receive() error {
 				return err
 			}
 			rcnt++
+			r.w.yieldIfDue()
 			if posted < total {
 				if err := ep.qp.PostRecv(&rwr); err != nil {
 					return err
@@ -382,10 +385,19 @@ func benchWCError(wc *uverbs.WorkCompletion) error {
 // up on the peer.
 const benchStallTimeout = 30 * time.Second
 
-// spinWaiter is what a busy-poll loop calls on every empty poll: every 4096th
-// call it checks for cancellation, and after about a million calls in a
-// row it starts a clock that ends the wait after stallTimeout. It costs
-// a counter increment otherwise, and never allocates.
+// spinWaiter is what a busy-poll loop calls on every empty poll: every
+// 4096th call it checks for cancellation, and after about a million calls
+// in a row it starts a clock that ends the wait after benchStallTimeout.
+// It costs a counter increment otherwise, and never allocates.
+//
+// It also schedules the yields: the loops call yieldIfDue once per
+// iteration (and spin on the first empty poll of a wait and every 4096th),
+// which runs runtime.Gosched when yieldEvery cycles have passed since the
+// last one. A goroutine that never reschedules is preempted by the
+// runtime's sysmon after 10 ms: with a signal if it runs, by taking its P
+// away if it is in the doorbell system call; each costs far more than a
+// voluntary Gosched, and keeps sysmon polling every 20 us (see
+// docs/performance.md).
 type spinWaiter struct {
 	ctx   context.Context
 	done  <-chan struct{}
