@@ -248,7 +248,7 @@ func TestEventLoop(t *testing.T) {
 		}
 		return "unknown"
 	}
-	disconnected := 0
+	disconnected, established := 0, 0
 	for disconnected < 2 {
 		ev, err := ch.Next(ctx)
 		if err != nil {
@@ -278,8 +278,13 @@ func TestEventLoop(t *testing.T) {
 			if _, err = s.CreateQP(nil, qpConfig()); err == nil {
 				err = s.Accept(nil)
 			}
-		case ev.Type == rdmacm.EventEstablished && ev.ID == c:
-			err = c.Disconnect()
+		case ev.Type == rdmacm.EventEstablished:
+			// Disconnect once both sides are established: a DREQ that
+			// overtakes the RTU leaves the passive side without its
+			// ESTABLISHED event.
+			if established++; established == 2 {
+				err = c.Disconnect()
+			}
 		case ev.Type == rdmacm.EventDisconnected:
 			disconnected++
 			if ev.ID == s {
