@@ -570,8 +570,15 @@ func TestConcurrentPosters(t *testing.T) {
 				missing = append(missing, id)
 			}
 		}
+		var dups []uint64
+		for id, n := range seen {
+			if n > 1 || id >= uint64(total) {
+				dups = append(dups, id)
+			}
+		}
 		st, _ := a.qp.Query(uverbs.QPAttrState)
-		t.Fatalf("%d distinct send completions and %d receives, want %d; missing %v; sender QP %v", len(seen), recvd, total, missing, st.State)
+		t.Fatalf("%d distinct send completions and %d receives, want %d; missing %v; duplicated or foreign wr_ids %v; sender QP %v",
+			len(seen), recvd, total, missing, dups, st.State)
 	}
 	for id, n := range seen {
 		if n != 1 {
