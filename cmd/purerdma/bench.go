@@ -29,7 +29,8 @@ func init() {
 		usage: "  bench TEST [-d DEV] [-i PORT] [-x GIDIDX] [-s SIZE] [-n ITERS] [-p TCPPORT] [-json] [SERVER]\n" +
 			"                                           measure latency or bandwidth like perftest's ib_TEST (TEST: write_lat,\n" +
 			"                                           read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw); without\n" +
-			"                                           SERVER wait for a client, with it connect to that server\n" +
+			"                                           SERVER wait for a client, with it connect to that server; also\n" +
+			"                                           -w WARMUP -t TXDEPTH -Q CQMOD -yield DUR -cpuprofile FILE\n" +
 			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json]\n" +
 			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n",
 		run: benchCmd,
