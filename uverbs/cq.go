@@ -13,6 +13,12 @@ import (
 type CQConfig struct {
 	// Size is the minimum number of completions the CQ holds; the
 	// device may round it up (CQ.Size says what it got).
+	//
+	// Size it for every completion that can be waiting to be polled:
+	// the signaled sends and posted receives of all QPs using it, plus
+	// one per outstanding WR when a QP can fail (an error flushes them
+	// all). A completion that finds the CQ full is lost; the device
+	// reports EventCQErr through Context.AsyncEvent.
 	Size int
 	// Channel, if set, receives an event when the CQ was armed with
 	// RequestNotify and a completion arrives. Several CQs may share one.

@@ -498,10 +498,21 @@ func TestUDReplyFromWC(t *testing.T) {
 // TestConcurrentPosters: four goroutines post sends on one locked QP
 // while the receiver's goroutines post receives; each work request
 // completes exactly once.
+// TestConcurrentPosters posts from four goroutines on one QP (the default,
+// locked mode) and checks that every send completes exactly once.
+//
+// The posters take a CQ credit per signaled send and the poller returns it,
+// so completions never outnumber the CQ: rxe drops a completion that finds
+// its CQ full (TestCQOverflowIsReported), and without credits a poller that
+// loses its CPU to four posters for a few milliseconds overflows the CQ.
 func TestConcurrentPosters(t *testing.T) {
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 	const goroutines, each = 4, 50
 	total := goroutines * each
+	credits := make(chan struct{}, a.cq.Size())
+	for range a.cq.Size() {
+		credits <- struct{}{}
+	}
 	seen := make(map[uint64]int)
 	recvd := 0
 	done := make(chan struct{})
@@ -527,6 +538,7 @@ func TestConcurrentPosters(t *testing.T) {
 		go func() {
 			for i := range each {
 				wr := &uverbs.SendWR{WRID: uint64(g*each + i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(g*16, 1)}}
+				<-credits
 				for {
 					err := a.qp.PostSend(wr)
 					if errors.Is(err, uverbs.ErrBusy) {
@@ -555,6 +567,7 @@ func TestConcurrentPosters(t *testing.T) {
 				t.Fatalf("completion %+v", w)
 			}
 			seen[w.WRID]++
+			credits <- struct{}{}
 		}
 	}
 	for range goroutines {
@@ -585,4 +598,55 @@ func TestConcurrentPosters(t *testing.T) {
 			t.Errorf("wr_id %d completed %d times", id, n)
 		}
 	}
+}
+
+// TestCQOverflowIsReported fills a send CQ that nobody polls. rxe cannot
+// store the completion that finds the CQ full; the kernel reports that as
+// a CQ_ERR asynchronous event, which must reach the Go caller with the CQ.
+func TestCQOverflowIsReported(t *testing.T) {
+	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	dst := b.mr.Addr()
+	sent := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for sent < a.cq.Size()+8 && time.Now().Before(deadline) {
+		err := a.qp.PostSend(&uverbs.SendWR{WRID: uint64(sent), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: dst, RKey: b.mr.RKey()})
+		if errors.Is(err, uverbs.ErrBusy) {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		ev, err := a.ctx.AsyncEvent(ctx)
+		if err != nil {
+			t.Fatalf("no CQ_ERR after %d signaled writes into a CQ of %d: %v", sent, a.cq.Size(), err)
+		}
+		if ev.Type == uverbs.EventCQErr && ev.CQ == a.cq {
+			break
+		}
+		t.Logf("other event: %v", ev)
+	}
+	var wc [8]uverbs.WorkCompletion
+	got := 0
+	for {
+		n, err := a.cq.Poll(wc[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		got += n
+	}
+	if got > a.cq.Size() || got == 0 {
+		t.Errorf("polled %d completions from a full CQ of %d", got, a.cq.Size())
+	}
+	st, _ := a.qp.Query(uverbs.QPAttrState)
+	t.Logf("%d writes posted, %d completions kept by a CQ of %d, QP %v", sent, got, a.cq.Size(), st.State)
 }
