@@ -680,3 +680,69 @@ func TestDisconnectOnPeerKill(t *testing.T) {
 		t.Logf("DISCONNECTED %v after the kill", d)
 	}
 }
+
+// TestListenerKeepsDeviceContext serves two connections one after the
+// other, each closed before the next: the listener keeps the shared
+// device Context its first connection opened, so the second reuses it
+// instead of opening the device again, and closing the listener
+// releases it.
+func TestListenerKeepsDeviceContext(t *testing.T) {
+	needDevices(t)
+	ctx := testContext(t)
+	l, addr := listen(t, rdmacm.PortSpaceTCP)
+	var seen [2]*uverbs.Context
+	for round := range seen {
+		var s *rdmacm.ID
+		wait := goRun(t, func() error {
+			req, err := l.GetRequest(ctx)
+			if err != nil {
+				return err
+			}
+			s = req.ID
+			if _, err := s.CreateQP(nil, qpConfig()); err != nil {
+				return err
+			}
+			if seen[round], err = s.Context(); err != nil {
+				return err
+			}
+			_, err = s.AcceptContext(ctx, nil)
+			return err
+		})
+		c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
+		if _, err := c.CreateQP(nil, qpConfig()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ConnectContext(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		wait()
+		if s != nil {
+			if err := s.Close(); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	if seen[0] != seen[1] {
+		t.Errorf("the second connection got a new Context %p, the first had %p", seen[1], seen[0])
+	}
+	pd, err := seen[0].AllocPD()
+	if err != nil {
+		t.Fatalf("the kept Context is unusable while the listener is open: %v", err)
+	}
+	pd.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if pd, err := seen[0].AllocPD(); !errors.Is(err, uverbs.ErrClosed) {
+		if err == nil {
+			pd.Close()
+		}
+		t.Errorf("AllocPD after the listener closed: %v, want ErrClosed", err)
+	}
+}

@@ -89,7 +89,9 @@ type ID struct {
 	mu       sync.Mutex
 	dev      *uverbs.Device // the device the kernel bound it to; nil until then
 	port     int
-	sh       *shared // the shared Context, once used
+	sh       *shared            // the shared Context, once used
+	parent   *ID                // the listener of a connection-request ID
+	kept     map[string]*shared // listener: its connections' shared Contexts, held until it closes
 	qp       *uverbs.QP
 	qpPD     *uverbs.PD
 	qpSRQ    bool
@@ -261,8 +263,31 @@ func (id *ID) shared(op string) (*shared, error) {
 			return nil, opError(op, id.handle, err)
 		}
 		id.sh = s
+		if id.parent != nil {
+			id.parent.keep(dev)
+		}
 	}
 	return id.sh, nil
+}
+
+// keep makes a listener hold the shared Context its connections use, so
+// a server that handles one connection at a time does not open and
+// close the device for each (librdmacm keeps devices open for the
+// process's life).
+func (l *ID) keep(dev uverbs.Device) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() || l.kept[dev.Name] != nil {
+		return
+	}
+	s, err := acquireShared(dev)
+	if err != nil {
+		return // the connection has its own reference; nothing is lost
+	}
+	if l.kept == nil {
+		l.kept = map[string]*shared{}
+	}
+	l.kept[dev.Name] = s
 }
 
 // queryAddr learns the ID's device from the kernel.
@@ -776,11 +801,16 @@ func (id *ID) Close() error {
 		mcByUID.Delete(m.uid)
 	}
 	id.mcasts = nil
-	sh, dev, own := id.sh, id.dev, id.own
-	id.sh = nil
+	sh, dev, own, kept := id.sh, id.dev, id.own, id.kept
+	id.sh, id.kept = nil, nil
 	id.mu.Unlock()
 	if sh != nil {
 		if err := releaseShared(dev.Name, sh); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for name, s := range kept {
+		if err := releaseShared(name, s); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -800,6 +830,7 @@ func (id *ID) Close() error {
 func (l *ID) newChild(ch *EventChannel, h uint32, ev *Event) (*ID, error) {
 	child := newID(l.ps, nil)
 	child.handle = h
+	child.parent = l
 	child.initDep, child.respRes = ev.Conn.InitiatorDepth, ev.Conn.ResponderResources
 	idByUID.Store(child.uid, child)
 	child.setChannel(ch)

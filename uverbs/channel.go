@@ -18,10 +18,16 @@ import (
 // Wait blocks through the Go runtime poller (no thread is held); one
 // goroutine waits at a time, and a second concurrent Wait fails at once
 // with ErrBusy. Close wakes a waiting Wait.
+//
+// The fd joins the poller on the first Wait, not at creation: rdma_cm
+// creates two channels per connection that most programs never wait on,
+// and registering costs system calls that wake the Go scheduler's
+// monitor thread (see internal/sys).
 type CompChannel struct {
 	resource
-	f   *evfd.File
 	mu  sync.Mutex
+	raw int        // -1 once closed
+	f   *evfd.File // nil until the first Wait
 	cqs map[uint64]*CQ
 }
 
@@ -36,14 +42,44 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if err := c.fd.Command("uverbs CREATE_COMP_CHANNEL", abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return nil, err
 	}
-	f, err := evfd.New(int(resp.FD), "uverbs completion channel")
-	if err != nil {
-		return nil, err
-	}
-	ch := &CompChannel{f: f, cqs: map[uint64]*CQ{}}
-	ch.resource = resource{ctx: c, kind: "completion channel", closer: f.Close}
+	ch := &CompChannel{raw: int(resp.FD), cqs: map[uint64]*CQ{}}
+	ch.resource = resource{ctx: c, kind: "completion channel", closer: ch.closeFd}
 	c.track(&ch.resource)
 	return ch, nil
+}
+
+func (ch *CompChannel) closeFd() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	var err error
+	if ch.f != nil {
+		err = ch.f.Close() // wakes a waiting Wait
+	} else if ch.raw >= 0 {
+		err = sys.RawClose(ch.raw)
+	}
+	ch.raw = -1
+	if err != nil {
+		return &sys.Error{Op: "uverbs completion channel close", Err: err}
+	}
+	return nil
+}
+
+// file registers the fd with the poller on first use.
+func (ch *CompChannel) file() (*evfd.File, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.raw < 0 {
+		return nil, &sys.Error{Op: "uverbs completion channel", Err: ErrClosed}
+	}
+	if ch.f == nil {
+		f, err := evfd.New(ch.raw, "uverbs completion channel")
+		if err != nil {
+			ch.raw = -1 // New closed it
+			return nil, err
+		}
+		ch.f = f
+	}
+	return ch.f, nil
 }
 
 // Close closes the channel (ibv_destroy_comp_channel); it fails with
@@ -52,16 +88,24 @@ func (ch *CompChannel) Close() error { return ch.close() }
 
 // Fd is the channel's file descriptor, for a caller's own epoll loop: it
 // is readable when Wait would return at once. Valid until Close.
-func (ch *CompChannel) Fd() int { return ch.f.Fd() }
+func (ch *CompChannel) Fd() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.raw
+}
 
 // Wait blocks until an armed CQ on the channel has a completion event and
 // returns that CQ (ibv_get_cq_event). Re-arm it with RequestNotify before
 // polling it empty, so no completion goes unreported. Wait returns
 // ctx.Err() when ctx ends first and ErrClosed after Close.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	f, err := ch.file()
+	if err != nil {
+		return nil, err
+	}
 	for {
 		var desc [8]byte // struct ib_uverbs_comp_event_desc
-		n, err := ch.f.Read(ctx, desc[:])
+		n, err := f.Read(ctx, desc[:])
 		if err != nil {
 			return nil, err
 		}

@@ -80,7 +80,7 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(cfg.Size), 4)
 	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, userHandle, 8)
 	if cfg.Channel != nil {
-		m.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cfg.Channel.f.Fd())
+		m.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cfg.Channel.Fd())
 	}
 	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint64(cfg.CompVector), 4)
 	m.FD(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())

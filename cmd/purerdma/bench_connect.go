@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
@@ -40,6 +42,8 @@ type connectOpts struct {
 	conns        int
 	timeout      time.Duration
 	json         bool
+	cpuProfile   string
+	perConnCQs   bool
 }
 
 func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
@@ -52,6 +56,8 @@ func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
 	fs.IntVar(&o.conns, "c", 100, "connections")
 	fs.DurationVar(&o.timeout, "t", 2*time.Second, "address and route resolution timeout")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
+	fs.BoolVar(&o.perConnCQs, "percq", false, "give every connection its own CQs and completion channels (cmtime shares one pair)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (runtime/pprof) to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, usageError("bench connect: %v", err)
 	}
@@ -71,6 +77,17 @@ func runBenchConnect(ctx context.Context, args []string, stdout, stderr io.Write
 	o, err := parseConnectFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if o.server == "" {
 		return connectServer(ctx, o, stdout)
@@ -142,6 +159,60 @@ func summarize(steps []stepTimes, n int) *ConnectResult {
 // connectQP is the QP cmtime creates for each connection.
 var connectQP = uverbs.QPConfig{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 
+// connectCQs gives connections the CQs cmtime's do. cmtime passes one
+// static ibv_qp_init_attr to every rdma_create_qp, and librdmacm writes
+// the CQs it creates for the first QP back into it, so every later QP
+// of the run shares the first one's send and receive CQ: per
+// connection, cmtime creates no CQ and no completion channel. To time
+// the same work, bench connect creates one pair per device on the
+// shared Context and gives it to every QP; -percq makes rdmacm create
+// a pair (with channels) per connection instead.
+type connectCQs struct {
+	perConn bool
+	cqs     map[string][2]*uverbs.CQ
+}
+
+// config is the QP configuration for a connection on id.
+func (c *connectCQs) config(id *rdmacm.ID) (uverbs.QPConfig, error) {
+	cfg := connectQP
+	if c.perConn {
+		return cfg, nil
+	}
+	dev, ok := id.Device()
+	if !ok {
+		return cfg, fmt.Errorf("the ID is bound to no device")
+	}
+	pair, ok := c.cqs[dev.Name]
+	if !ok {
+		ctx, err := id.Context()
+		if err != nil {
+			return cfg, err
+		}
+		for i := range pair {
+			if pair[i], err = ctx.CreateCQ(uverbs.CQConfig{Size: 1}); err != nil {
+				return cfg, err
+			}
+		}
+		if c.cqs == nil {
+			c.cqs = map[string][2]*uverbs.CQ{}
+		}
+		c.cqs[dev.Name] = pair
+	}
+	cfg.SendCQ, cfg.RecvCQ = pair[0], pair[1]
+	return cfg, nil
+}
+
+// close closes the CQs once no QP uses them.
+func (c *connectCQs) close() {
+	for _, pair := range c.cqs {
+		for _, cq := range pair {
+			if cq != nil {
+				cq.Close()
+			}
+		}
+	}
+}
+
 func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 	dst, err := resolveHostPort(ctx, o.server, o.port)
 	if err != nil {
@@ -171,6 +242,11 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	if _, err := warm.Context(); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	cqs := &connectCQs{perConn: o.perConnCQs}
+	defer cqs.close()
+	if _, err := cqs.config(warm); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	n := o.conns
@@ -252,7 +328,13 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 	if err := await(stepResolveRoute, func(i int) error { return ids[i].ResolveRoute(o.timeout) }, rdmacm.EventRouteResolved); err != nil {
 		return nil, err
 	}
-	if err := each(stepCreateQP, func(i int) error { _, err := ids[i].CreateQP(nil, connectQP); return err }); err != nil {
+	if err := each(stepCreateQP, func(i int) error {
+		cfg, err := cqs.config(ids[i])
+		if err == nil {
+			_, err = ids[i].CreateQP(nil, cfg)
+		}
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := await(stepConnect, func(i int) error { return ids[i].Connect(nil) }, rdmacm.EventEstablished); err != nil {
@@ -296,6 +378,18 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "listening on %v\n", addr)
+	cqs := &connectCQs{perConn: o.perConnCQs}
+	defer cqs.close()
+	open := map[*rdmacm.ID]bool{}
+	defer func() { // before the CQs: their QPs use them
+		for id := range open {
+			id.Close()
+		}
+	}()
+	closeID := func(id *rdmacm.ID) {
+		delete(open, id)
+		id.Close()
+	}
 	for {
 		ev, err := ch.Next(ctx)
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -306,19 +400,25 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 		}
 		switch ev.Type {
 		case rdmacm.EventConnectRequest:
-			if _, err := ev.ID.CreateQP(nil, connectQP); err != nil {
+			open[ev.ID] = true
+			cfg, err := cqs.config(ev.ID)
+			if err == nil {
+				_, err = ev.ID.CreateQP(nil, cfg)
+			}
+			if err != nil {
+				fmt.Fprintf(stdout, "connect request: %v\n", err)
 				ev.ID.Reject(nil)
-				ev.ID.Close()
+				closeID(ev.ID)
 				continue
 			}
 			if err := ev.ID.Accept(nil); err != nil {
-				ev.ID.Close()
+				closeID(ev.ID)
 			}
 		case rdmacm.EventDisconnected:
 			ev.ID.Disconnect()
-			ev.ID.Close()
+			closeID(ev.ID)
 		case rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
-			ev.ID.Close()
+			closeID(ev.ID)
 		}
 	}
 }

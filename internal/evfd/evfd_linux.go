@@ -30,7 +30,7 @@ type File struct {
 // New takes ownership of fd, makes it non-blocking and registers it with
 // the poller. op names the fd in errors.
 func New(fd int, op string) (*File, error) {
-	if err := unix.SetNonblock(fd, true); err != nil {
+	if err := sys.RawSetNonblock(fd); err != nil {
 		unix.Close(fd)
 		return nil, &sys.Error{Op: op, Err: err}
 	}
@@ -75,7 +75,7 @@ func (f *File) Read(ctx context.Context, p []byte) (int, error) {
 	var n int
 	err := f.Wait(ctx, func(fd int) error {
 		var err error
-		n, err = unix.Read(fd, p)
+		n, err = sys.RawRead(fd, p)
 		return err
 	})
 	return n, err

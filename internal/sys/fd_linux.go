@@ -52,7 +52,7 @@ func (f *FD) Do(fn func(raw int) error) error {
 // Write writes one whole command buffer; a short write is an error.
 func (f *FD) Write(op string, b []byte) error {
 	return f.Do(func(raw int) error {
-		n, err := unix.Write(raw, b)
+		n, err := RawWrite(raw, b)
 		if err != nil {
 			return errnoErr(op, err)
 		}
@@ -64,9 +64,9 @@ func (f *FD) Write(op string, b []byte) error {
 }
 
 // ioctl issues one ioctl whose argument is Go memory the caller keeps
-// alive and pinned.
+// alive and pinned (a raw call: see raw_linux.go).
 func ioctl(raw int, req uintptr, arg unsafe.Pointer) error {
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(raw), req, uintptr(arg))
+	_, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(raw), req, uintptr(arg))
 	if e != 0 {
 		return e
 	}
@@ -78,14 +78,14 @@ func (f *FD) Mmap(op string, offset int64, length int) ([]byte, error) {
 	var b []byte
 	err := f.Do(func(raw int) error {
 		var err error
-		b, err = unix.Mmap(raw, offset, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		b, err = rawMmap(raw, offset, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		return errnoErr(op, err)
 	})
 	return b, err
 }
 
 // Munmap unmaps memory from Mmap.
-func Munmap(b []byte) error { return errnoErr("munmap", unix.Munmap(b)) }
+func Munmap(b []byte) error { return errnoErr("munmap", rawMunmap(b)) }
 
 // Pointer is a user address handed to the kernel in a 64-bit field. The
 // memory must stay alive and unmoved (pinned or heap) across the call.

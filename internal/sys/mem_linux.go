@@ -13,7 +13,7 @@ import (
 // page aligned. The memory is outside the Go heap: the garbage collector
 // neither moves nor frees it. Release it with Munmap.
 func MmapAnon(length int) ([]byte, error) {
-	b, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := rawMmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	return b, errnoErr("mmap anonymous", err)
 }
 
@@ -30,7 +30,7 @@ func DoFork(addr, length uint64) error {
 }
 
 func madvise(op string, addr, length uint64, advice int) error {
-	_, _, e := unix.Syscall(unix.SYS_MADVISE, uintptr(addr), uintptr(length), uintptr(advice))
+	_, _, e := unix.RawSyscall(unix.SYS_MADVISE, uintptr(addr), uintptr(length), uintptr(advice))
 	if e != 0 {
 		return &Error{Op: fmt.Sprintf("%s %#x+%#x", op, addr, length), Err: e}
 	}

@@ -97,7 +97,7 @@ func (f *File) write(op string, cmd uint32, in []byte, outLen int, keep ...unsaf
 		return wrap(op, f.kernel(b))
 	}
 	return f.f.Control(func(fd int) error {
-		n, err := unix.Write(fd, b)
+		n, err := sys.RawWrite(fd, b)
 		if err != nil {
 			return &sys.Error{Op: op, Err: err}
 		}
@@ -302,7 +302,7 @@ func (f *File) GetEvent(ctx context.Context, resp *abi.UCMEventResp) error {
 		return wrap("rdma_cm GET_EVENT", f.kernel(b))
 	}
 	return f.f.Wait(ctx, func(fd int) error {
-		n, err := unix.Write(fd, b)
+		n, err := sys.RawWrite(fd, b)
 		if err != nil {
 			return err // EAGAIN: no event yet, wait for the poller
 		}

@@ -1,0 +1,72 @@
+package sys
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestRawReadWriteClose(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r, w := p[0], p[1]
+	defer unix.Close(w)
+	if err := RawSetNonblock(r); err != nil {
+		t.Fatal(err)
+	}
+	flags, err := unix.FcntlInt(uintptr(r), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_NONBLOCK == 0 {
+		t.Fatalf("flags %#x, %v: O_NONBLOCK not set", flags, err)
+	}
+	buf := make([]byte, 8)
+	if _, err := RawRead(r, buf); !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("read of an empty non-blocking pipe: %v, want EAGAIN", err)
+	}
+	if n, err := RawWrite(w, []byte("doorbell")); n != 8 || err != nil {
+		t.Fatalf("write = %d, %v", n, err)
+	}
+	if n, err := RawRead(r, buf); n != 8 || err != nil || !bytes.Equal(buf, []byte("doorbell")) {
+		t.Fatalf("read = %d %q, %v", n, buf, err)
+	}
+	if err := RawClose(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := RawClose(r); !errors.Is(err, unix.EBADF) {
+		t.Errorf("second close: %v, want EBADF", err)
+	}
+	if _, err := RawWrite(-1, buf); !errors.Is(err, unix.EBADF) {
+		t.Errorf("write to fd -1: %v, want EBADF", err)
+	}
+}
+
+func TestRawMmap(t *testing.T) {
+	b, err := MmapAnon(3 * 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 3*4096 || uintptr(PointerTo(b))%4096 != 0 {
+		t.Fatalf("mapping of %d bytes at %#x", len(b), PointerTo(b))
+	}
+	for i := range b {
+		if b[i] != 0 {
+			t.Fatalf("byte %d of fresh anonymous memory is %#x", i, b[i])
+		}
+	}
+	b[len(b)-1] = 1 // writable to the end
+	if err := DontFork(uint64(PointerTo(b)), uint64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	if err := Munmap(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := MmapAnon(0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("MmapAnon(0): %v, want EINVAL", err)
+	}
+	if err := Munmap(nil); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Munmap(nil): %v, want EINVAL", err)
+	}
+}
