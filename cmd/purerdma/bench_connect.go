@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime/pprof"
+	"sync"
 	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
@@ -355,7 +356,10 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 }
 
 // connectServer accepts connections until ctx ends, answering each
-// disconnect by destroying the connection, as cmtime's server does.
+// disconnect by destroying the connection, as cmtime's server does, and
+// with its structure: the event loop hands connect requests to one
+// goroutine (CreateQP, Accept) and disconnects to another (Disconnect,
+// Close), so the three overlap as cmtime's three threads do.
 func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 	addr, err := resolveHostPort(ctx, o.bind, o.port)
 	if err != nil {
@@ -380,6 +384,7 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "listening on %v\n", addr)
 	cqs := &connectCQs{perConn: o.perConnCQs}
 	defer cqs.close()
+	var mu sync.Mutex
 	open := map[*rdmacm.ID]bool{}
 	defer func() { // before the CQs: their QPs use them
 		for id := range open {
@@ -387,9 +392,42 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 		}
 	}()
 	closeID := func(id *rdmacm.ID) {
+		mu.Lock()
+		mine := open[id]
 		delete(open, id)
-		id.Close()
+		mu.Unlock()
+		if mine {
+			id.Close()
+		}
 	}
+	requests := make(chan *rdmacm.ID, 1024)
+	disconnects := make(chan *rdmacm.ID, 1024)
+	var workers sync.WaitGroup
+	workers.Go(func() {
+		for id := range requests {
+			cfg, err := cqs.config(id)
+			if err == nil {
+				_, err = id.CreateQP(nil, cfg)
+			}
+			if err == nil {
+				err = id.Accept(nil)
+			}
+			if err != nil {
+				fmt.Fprintf(stdout, "connect request: %v\n", err)
+				id.Reject(nil)
+				closeID(id)
+			}
+		}
+	})
+	workers.Go(func() {
+		for id := range disconnects {
+			id.Disconnect()
+			closeID(id)
+		}
+	})
+	defer workers.Wait()
+	defer close(disconnects)
+	defer close(requests)
 	for {
 		ev, err := ch.Next(ctx)
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -400,23 +438,12 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 		}
 		switch ev.Type {
 		case rdmacm.EventConnectRequest:
+			mu.Lock()
 			open[ev.ID] = true
-			cfg, err := cqs.config(ev.ID)
-			if err == nil {
-				_, err = ev.ID.CreateQP(nil, cfg)
-			}
-			if err != nil {
-				fmt.Fprintf(stdout, "connect request: %v\n", err)
-				ev.ID.Reject(nil)
-				closeID(ev.ID)
-				continue
-			}
-			if err := ev.ID.Accept(nil); err != nil {
-				closeID(ev.ID)
-			}
+			mu.Unlock()
+			requests <- ev.ID
 		case rdmacm.EventDisconnected:
-			ev.ID.Disconnect()
-			closeID(ev.ID)
+			disconnects <- ev.ID
 		case rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
 			closeID(ev.ID)
 		}

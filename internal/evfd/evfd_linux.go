@@ -23,6 +23,7 @@ type File struct {
 	f       *os.File
 	rc      syscall.RawConn
 	waiting atomic.Bool
+	expired atomic.Bool // a cancelled wait set a past read deadline
 	closed  atomic.Bool
 	op      string
 }
@@ -91,22 +92,48 @@ func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
 		return &sys.Error{Op: f.op, Err: sys.ErrBusy}
 	}
 	defer f.waiting.Store(false)
-	// A past deadline left by an earlier cancelled wait must not end this one.
-	if err := f.f.SetReadDeadline(time.Time{}); err != nil {
-		return f.mapErr(err)
-	}
-	stop := context.AfterFunc(ctx, func() { f.f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// The fd is often ready already (events queue up under load): one try
+	// before arming a deadline and a context callback saves both.
 	var tryErr error
-	err := f.rc.Read(func(raw uintptr) bool {
-		tryErr = try(int(raw))
-		return tryErr != unix.EAGAIN
+	if err := f.Control(func(fd int) error { tryErr = try(fd); return nil }); err != nil {
+		return err
+	}
+	if tryErr != unix.EAGAIN {
+		if tryErr != nil {
+			return &sys.Error{Op: f.op, Err: tryErr}
+		}
+		return nil
+	}
+	// A past deadline left by an earlier cancelled wait must not end this one.
+	if f.expired.Swap(false) {
+		if err := f.f.SetReadDeadline(time.Time{}); err != nil {
+			return f.mapErr(err)
+		}
+	}
+	stop := context.AfterFunc(ctx, func() {
+		f.f.SetReadDeadline(time.Unix(1, 0))
+		f.expired.Store(true)
 	})
-	if err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+	defer stop()
+	for {
+		err := f.rc.Read(func(raw uintptr) bool {
+			tryErr = try(int(raw))
+			return tryErr != unix.EAGAIN
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return f.mapErr(err)
+		}
+		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return f.mapErr(err)
+		// The callback of an earlier wait's context set it just now.
+		f.expired.Store(false)
+		if err := f.f.SetReadDeadline(time.Time{}); err != nil {
+			return f.mapErr(err)
+		}
 	}
 	if tryErr != nil {
 		return &sys.Error{Op: f.op, Err: tryErr}

@@ -123,3 +123,27 @@ func TestDeadlineAlreadyPassed(t *testing.T) {
 		t.Fatalf("Read = %v", err)
 	}
 }
+
+// TestWaitAfterCancelledWait waits on an empty fd after a cancelled
+// wait: the past deadline the cancellation left must be cleared before
+// this wait parks, or it would end at once.
+func TestWaitAfterCancelledWait(t *testing.T) {
+	f, w := newEventFD(t)
+	defer f.Close()
+	for round := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+		var b [8]byte
+		if _, err := f.Read(ctx, b[:]); !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: Read after cancel = %v, want context.Canceled", round, err)
+		}
+		go func() { time.Sleep(30 * time.Millisecond); signal(t, w) }()
+		start := time.Now()
+		if n, err := f.Read(context.Background(), b[:]); err != nil || n != 8 {
+			t.Fatalf("round %d: Read after a cancelled Read = %d, %v", round, n, err)
+		}
+		if d := time.Since(start); d < 20*time.Millisecond {
+			t.Fatalf("round %d: Read returned after %v, before the data was written", round, d)
+		}
+	}
+}
