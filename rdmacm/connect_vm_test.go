@@ -548,13 +548,7 @@ func TestDisconnect(t *testing.T) {
 		accepted <- req.ID
 		return nil
 	})
-	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
-	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ConnectContext(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	c := connected(t, ctx, addr)
 	wait()
 	s := <-accepted
 	defer s.Close()
@@ -708,13 +702,7 @@ func TestListenerKeepsDeviceContext(t *testing.T) {
 			_, err = s.AcceptContext(ctx, nil)
 			return err
 		})
-		c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
-		if _, err := c.CreateQP(nil, qpConfig()); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.ConnectContext(ctx, nil); err != nil {
-			t.Fatal(err)
-		}
+		c := connected(t, ctx, addr)
 		wait()
 		if s != nil {
 			if err := s.Close(); err != nil {

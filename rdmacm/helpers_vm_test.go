@@ -89,6 +89,19 @@ func dialer(t *testing.T, ctx context.Context, ps rdmacm.PortSpace, addr netip.A
 	return c
 }
 
+// connected is an RC client connected to addr with a qpConfig QP.
+func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.ID {
+	t.Helper()
+	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
+	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ConnectContext(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func qpConfig() uverbs.QPConfig {
 	return uverbs.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}
 }
