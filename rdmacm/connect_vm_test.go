@@ -530,28 +530,7 @@ func TestUnreachable(t *testing.T) {
 func TestDisconnect(t *testing.T) {
 	needDevices(t)
 	ctx := testContext(t)
-	l, addr := listen(t, rdmacm.PortSpaceTCP)
-	accepted := make(chan *rdmacm.ID, 1)
-	wait := goRun(t, func() error {
-		req, err := l.GetRequest(ctx)
-		if err != nil {
-			return err
-		}
-		if _, err := req.ID.CreateQP(nil, qpConfig()); err != nil {
-			req.ID.Close()
-			return err
-		}
-		if _, err := req.ID.AcceptContext(ctx, nil); err != nil {
-			req.ID.Close()
-			return err
-		}
-		accepted <- req.ID
-		return nil
-	})
-	c := connected(t, ctx, addr)
-	wait()
-	s := <-accepted
-	defer s.Close()
+	c, s := connectedPair(t, ctx)
 	start := time.Now()
 	if err := s.Disconnect(); err != nil {
 		t.Fatalf("server's disconnect: %v", err)
@@ -578,6 +557,72 @@ func TestDisconnect(t *testing.T) {
 	} else {
 		t.Logf("both sides disconnected in %v", d)
 	}
+}
+
+// TestTimewaitExit: after both sides disconnected, IDs kept open get
+// TIMEWAIT_EXIT once the connection's time-wait ends (the kernel's CM
+// derives it from the ack timeout; seconds at most here).
+func TestTimewaitExit(t *testing.T) {
+	needDevices(t)
+	ctx := testContext(t)
+	c, s := connectedPair(t, ctx)
+	if err := c.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for _, side := range []*rdmacm.ID{s, c} {
+		for {
+			ev, err := side.Channel().Next(ctx)
+			if err != nil {
+				t.Fatalf("ID %d: no TIMEWAIT_EXIT after %v: %v", side.Handle(), time.Since(start), err)
+			}
+			if ev.Type == rdmacm.EventDisconnected && ev.ID == side {
+				if side == s { // the answer completes the client's disconnect
+					if err := s.Disconnect(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				continue
+			}
+			if ev.Type != rdmacm.EventTimewaitExit || ev.ID != side {
+				t.Fatalf("got %v, want TIMEWAIT_EXIT of ID %d", ev, side.Handle())
+			}
+			t.Logf("ID %d: TIMEWAIT_EXIT %v after the disconnect", side.Handle(), time.Since(start))
+			break
+		}
+	}
+}
+
+// connectedPair is a connected RC client and the server's ID for it,
+// each with its own channel; the test closes both.
+func connectedPair(t *testing.T, ctx context.Context) (c, s *rdmacm.ID) {
+	t.Helper()
+	l, addr := listen(t, rdmacm.PortSpaceTCP)
+	accepted := make(chan *rdmacm.ID, 1)
+	wait := goRun(t, func() error {
+		req, err := l.GetRequest(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := req.ID.CreateQP(nil, qpConfig()); err != nil {
+			req.ID.Close()
+			return err
+		}
+		if _, err := req.ID.AcceptContext(ctx, nil); err != nil {
+			req.ID.Close()
+			return err
+		}
+		accepted <- req.ID
+		return nil
+	})
+	c = connected(t, ctx, addr)
+	wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	s = <-accepted
+	t.Cleanup(func() { s.Close() })
+	return c, s
 }
 
 const (

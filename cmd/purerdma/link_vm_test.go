@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func TestLinkAddDel(t *testing.T) {
 		name   = "rxetest"
 		sysfs  = "/sys/class/infiniband/" + name
 	)
-	addNetdev(t, netdev)
+	testenv.AddNetdev(t, netdev)
 	t.Cleanup(func() {
 		// Leave no device behind if the test fails half-way.
 		if _, err := os.Stat(sysfs); err == nil {
@@ -62,33 +61,6 @@ func TestLinkAddDel(t *testing.T) {
 	code, _, stderr = runArgs("link", "del", name)
 	if code != 1 || !strings.Contains(stderr, "no such RDMA device") {
 		t.Errorf("link del of a missing device = %d, stderr %q; want 1 and no such RDMA device", code, stderr)
-	}
-}
-
-// addNetdev creates an up network device for the test and removes it at
-// cleanup. It uses a dummy device, or a veth pair when the kernel has no
-// dummy driver.
-func addNetdev(t *testing.T, name string) {
-	t.Helper()
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		t.Fatalf("the test needs the ip command: %v", err)
-	}
-	out, err := exec.Command(ip, "link", "add", name, "type", "dummy").CombinedOutput()
-	if err != nil {
-		t.Logf("ip link add %s type dummy: %v: %s; trying veth", name, err, out)
-		out, err = exec.Command(ip, "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput()
-		if err != nil {
-			t.Fatalf("ip link add %s type veth: %v: %s", name, err, out)
-		}
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command(ip, "link", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip link del %s: %v: %s", name, err, out)
-		}
-	})
-	if out, err := exec.Command(ip, "link", "set", name, "up").CombinedOutput(); err != nil {
-		t.Fatalf("ip link set %s up: %v: %s", name, err, out)
 	}
 }
 
