@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/uverbs"
 )
 
 // TestBindIPv6 binds and listens on veth0's IPv6 link-local address: the
@@ -84,4 +85,102 @@ func settledLinkLocal(t *testing.T, ifi *net.Interface) (netip.Addr, bool) {
 		return netip.AddrFrom16(raw), true
 	}
 	return netip.Addr{}, false
+}
+
+// The VM's IPv6 addresses: veth0 (rxe0) and veth1 (rxe1).
+var (
+	serverIP6 = netip.MustParseAddr("fd00:198:18::1")
+	clientIP6 = netip.MustParseAddr("fd00:198:18::2")
+)
+
+// TestRCConnectIPv6 connects over IPv6 from rxe1 to rxe0 and sends a
+// message each way: address and route resolution, the CM exchange and
+// the QP's RoCE v2 path all on IPv6 GIDs.
+func TestRCConnectIPv6(t *testing.T) {
+	needDevices(t)
+	ctx := testContext(t)
+	l := newID(t, nil, rdmacm.PortSpaceTCP)
+	if err := l.Bind(netip.AddrPortFrom(serverIP6, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(0); err != nil {
+		t.Fatal(err)
+	}
+	addr, err := l.LocalAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fromServer, fromClient = "over IPv6 from the server", "over IPv6 from the client"
+	wait := goRun(t, func() error {
+		req, err := l.GetRequest(ctx)
+		if err != nil {
+			return err
+		}
+		s := req.ID
+		defer s.Close()
+		if peer, err := s.RemoteAddr(); err != nil || peer.Addr() != clientIP6 {
+			return fmt.Errorf("server sees the client at %v (%v), want %v", peer, err, clientIP6)
+		}
+		if _, err := s.CreateQP(nil, qpConfig()); err != nil {
+			return err
+		}
+		buf := make([]byte, 256)
+		mr, err := s.RegMsgs(buf)
+		if err != nil {
+			return err
+		}
+		defer mr.Close()
+		if err := s.PostRecv(1, mr, 0, 64); err != nil {
+			return err
+		}
+		if _, err := s.AcceptContext(ctx, nil); err != nil {
+			return err
+		}
+		wc, err := s.GetRecvComp(ctx)
+		if err != nil {
+			return err
+		}
+		if got := string(buf[:wc.ByteLen]); got != fromClient {
+			return fmt.Errorf("server received %q, want %q", got, fromClient)
+		}
+		copy(buf[128:], fromServer)
+		if err := s.PostSend(2, mr, 128, len(fromServer), uverbs.SendSignaled); err != nil {
+			return err
+		}
+		_, err = s.GetSendComp(ctx)
+		return err
+	})
+	defer wait()
+	c := newID(t, nil, rdmacm.PortSpaceTCP)
+	if err := c.Resolve(ctx, netip.AddrPortFrom(clientIP6, 0), addr); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.Device(); !ok || d.Name != "rxe1" {
+		t.Errorf("client bound to %q (%v), want rxe1", d.Name, ok)
+	}
+	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
+		t.Fatal(err)
+	}
+	mr, buf := regMsgs(t, c, 256)
+	if err := c.PostRecv(10, mr, 0, 64); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ConnectContext(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf[128:], fromClient)
+	if err := c.PostSend(11, mr, 128, len(fromClient), uverbs.SendSignaled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetSendComp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := c.GetRecvComp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(buf[:wc.ByteLen]); got != fromServer {
+		t.Errorf("client received %q, want %q", got, fromServer)
+	}
+	wait()
 }

@@ -20,6 +20,9 @@ import (
 const (
 	addr0 = "198.18.0.1"
 	addr1 = "198.18.0.2"
+	// IPv6 unique local addresses of the same veths.
+	addr6_0 = "fd00:198:18::1"
+	addr6_1 = "fd00:198:18::2"
 )
 
 // IsGuest reports whether the process was started by the VM's init as the
@@ -130,6 +133,21 @@ func setupNetwork() error {
 		{"rule", "add", "pref", "10", "iif", "lo", "from", addr0, "to", addr1, "lookup", "101"},
 		{"rule", "add", "pref", "11", "iif", "lo", "from", addr1, "to", addr0, "lookup", "102"},
 		{"rule", "add", "pref", "12", "iif", "lo", "from", "0.0.0.0/32", "to", addr0, "lookup", "102"},
+		// IPv6: the same, without duplicate address detection (a tentative
+		// address cannot be bound). rdma_cm checks a request's route back
+		// with an IPv6 lookup that carries no input interface, so the
+		// veth routes match on addresses alone, and packets arriving on
+		// a veth for its own address are sent to the local table first.
+		{"-6", "addr", "add", addr6_0 + "/64", "dev", "veth0", "nodad"},
+		{"-6", "addr", "add", addr6_1 + "/64", "dev", "veth1", "nodad"},
+		{"-6", "rule", "add", "pref", "100", "lookup", "local"},
+		{"-6", "rule", "del", "pref", "0"},
+		{"-6", "route", "add", addr6_1, "dev", "veth0", "src", addr6_0, "table", "101"},
+		{"-6", "route", "add", addr6_0, "dev", "veth1", "src", addr6_1, "table", "102"},
+		{"-6", "rule", "add", "pref", "5", "iif", "veth1", "to", addr6_1, "lookup", "local"},
+		{"-6", "rule", "add", "pref", "6", "iif", "veth0", "to", addr6_0, "lookup", "local"},
+		{"-6", "rule", "add", "pref", "10", "from", addr6_0, "to", addr6_1, "lookup", "101"},
+		{"-6", "rule", "add", "pref", "11", "from", addr6_1, "to", addr6_0, "lookup", "102"},
 	} {
 		if err := run("ip", c...); err != nil {
 			return err
@@ -146,7 +164,7 @@ func setupNetwork() error {
 		}
 	}
 	// Pinned neighbours: no cold ARP in the first address resolution.
-	for _, n := range [][3]string{{addr1, "veth1", "veth0"}, {addr0, "veth0", "veth1"}} {
+	for _, n := range [][3]string{{addr1, "veth1", "veth0"}, {addr0, "veth0", "veth1"}, {addr6_1, "veth1", "veth0"}, {addr6_0, "veth0", "veth1"}} {
 		mac, err := os.ReadFile("/sys/class/net/" + n[1] + "/address")
 		if err != nil {
 			return err
