@@ -92,34 +92,40 @@ func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
 		return &sys.Error{Op: f.op, Err: sys.ErrBusy}
 	}
 	defer f.waiting.Store(false)
-	// The fd is often ready already (events queue up under load): one try
-	// before arming a deadline and a context callback saves both.
-	var tryErr error
-	if err := f.Control(func(fd int) error { tryErr = try(fd); return nil }); err != nil {
-		return err
-	}
-	if tryErr != unix.EAGAIN {
-		if tryErr != nil {
-			return &sys.Error{Op: f.op, Err: tryErr}
+	// The deadline and the context callback are armed only when the first
+	// try finds nothing: the fd is often ready already (events queue up
+	// under load), and RawConn.Read tries before it waits anyway.
+	var tryErr, armErr error
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
 		}
-		return nil
-	}
-	// A past deadline left by an earlier cancelled wait must not end this one.
-	if f.expired.Swap(false) {
-		if err := f.f.SetReadDeadline(time.Time{}); err != nil {
-			return f.mapErr(err)
-		}
-	}
-	stop := context.AfterFunc(ctx, func() {
-		f.f.SetReadDeadline(time.Unix(1, 0))
-		f.expired.Store(true)
-	})
-	defer stop()
+	}()
 	for {
 		err := f.rc.Read(func(raw uintptr) bool {
 			tryErr = try(int(raw))
-			return tryErr != unix.EAGAIN
+			if tryErr != unix.EAGAIN {
+				return true
+			}
+			if stop == nil {
+				// A past deadline left by an earlier cancelled wait must
+				// not end this one.
+				if f.expired.Swap(false) {
+					if armErr = f.f.SetReadDeadline(time.Time{}); armErr != nil {
+						return true
+					}
+				}
+				stop = context.AfterFunc(ctx, func() {
+					f.f.SetReadDeadline(time.Unix(1, 0))
+					f.expired.Store(true)
+				})
+			}
+			return false
 		})
+		if armErr != nil {
+			return f.mapErr(armErr)
+		}
 		if err == nil {
 			break
 		}
