@@ -47,22 +47,12 @@ func TestCreateEP(t *testing.T) {
 		if s.QP() == nil {
 			return errors.New("the request's ID has no QP")
 		}
-		mr, err := s.RegMsgs(make([]byte, 64))
+		mr, msg, err := acceptMessage(ctx, s, 64, 64)
 		if err != nil {
 			return err
 		}
 		defer mr.Close()
-		if err := s.PostRecv(1, mr, 0, 64); err != nil {
-			return err
-		}
-		if _, err := s.AcceptContext(ctx, nil); err != nil {
-			return err
-		}
-		wc, err := s.GetRecvComp(ctx)
-		if err != nil {
-			return err
-		}
-		got = string(mr.Bytes()[:wc.ByteLen])
+		got = string(msg)
 		return s.Disconnect()
 	})
 	defer wait()

@@ -102,6 +102,36 @@ func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.I
 	return c
 }
 
+// acceptMessage accepts the connect request of s (which has its QP)
+// with a receive posted into the first n bytes of a registered buffer of
+// size bytes, and waits for the peer's first message. The caller closes
+// mr before s.
+func acceptMessage(ctx context.Context, s *rdmacm.ID, size, n int) (mr *uverbs.MR, msg []byte, err error) {
+	mr, err = s.RegMsgs(make([]byte, size))
+	if err != nil {
+		return nil, nil, err
+	}
+	err = func() error {
+		if err := s.PostRecv(1, mr, 0, n); err != nil {
+			return err
+		}
+		if _, err := s.AcceptContext(ctx, nil); err != nil {
+			return err
+		}
+		wc, err := s.GetRecvComp(ctx)
+		if err != nil {
+			return err
+		}
+		msg = mr.Bytes()[:wc.ByteLen]
+		return nil
+	}()
+	if err != nil {
+		mr.Close()
+		return nil, nil, err
+	}
+	return mr, msg, nil
+}
+
 func qpConfig() uverbs.QPConfig {
 	return uverbs.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64}}
 }

@@ -108,9 +108,7 @@ type ID struct {
 	template *QPOptions // CreateEP's QP for the requests of a listener
 	reported uint32     // DESTROY_ID's count
 
-	evMu      sync.Mutex
-	evCond    sync.Cond
-	completed uint32 // events Next finished with, delivered or dropped
+	events eventCount
 }
 
 type closer interface{ Close() error }
@@ -148,7 +146,6 @@ func CreateID(ch *EventChannel, ps PortSpace) (*ID, error) {
 
 func newID(ps PortSpace, own *EventChannel) *ID {
 	id := &ID{uid: newUID(), ps: ps, qpType: ps.QPType(), own: own}
-	id.evCond.L = &id.evMu
 	if own != nil {
 		own.owner.Store(id)
 	}
@@ -162,24 +159,40 @@ func (id *ID) setChannel(ch *EventChannel) {
 	ch.add(id)
 }
 
-// done counts an event Next finished with.
-func (id *ID) done() {
-	id.evMu.Lock()
-	id.completed++
-	id.evCond.Broadcast()
-	id.evMu.Unlock()
+// eventCount counts the events Next finished with (delivered or
+// dropped) for an ID or a membership, so that destroying one can wait
+// until none of the events the kernel reported for it is still on its
+// way: none is delivered after Close or, on the old channel, after
+// Migrate.
+type eventCount struct {
+	mu        sync.Mutex
+	cond      *sync.Cond
+	completed uint32
 }
 
-// waitEvents waits until Next finished with the n events the kernel
-// reported for the ID, so that none is delivered after Close or, on the
-// old channel, after Migrate.
-func (id *ID) waitEvents(n uint32) {
-	id.evMu.Lock()
-	for id.completed < n {
-		id.evCond.Wait()
+func (c *eventCount) done() {
+	c.mu.Lock()
+	c.completed++
+	if c.cond != nil {
+		c.cond.Broadcast()
 	}
-	id.evMu.Unlock()
+	c.mu.Unlock()
 }
+
+// wait waits until n events are done.
+func (c *eventCount) wait(n uint32) {
+	c.mu.Lock()
+	if c.cond == nil {
+		c.cond = sync.NewCond(&c.mu)
+	}
+	for c.completed < n {
+		c.cond.Wait()
+	}
+	c.mu.Unlock()
+}
+
+func (id *ID) done()               { id.events.done() }
+func (id *ID) waitEvents(n uint32) { id.events.wait(n) }
 
 // file is the rdma_cm fd the ID's commands go to.
 func (id *ID) file() *ucma.File { return id.ch.Load().f }

@@ -151,26 +151,15 @@ func TestInteropCClient(t *testing.T) {
 		if _, err := s.CreateQP(nil, qpConfig()); err != nil {
 			return err
 		}
-		buf := make([]byte, 32)
-		mr, err := s.RegMsgs(buf)
+		mr, msg, err := acceptMessage(ctx, s, 32, 16)
 		if err != nil {
 			return err
 		}
 		defer mr.Close()
-		if err := s.PostRecv(1, mr, 0, 16); err != nil {
-			return err
+		if len(msg) != 16 {
+			return fmt.Errorf("received %d bytes from rdma_client, want 16", len(msg))
 		}
-		if _, err := s.AcceptContext(ctx, nil); err != nil {
-			return err
-		}
-		wc, err := s.GetRecvComp(ctx)
-		if err != nil {
-			return err
-		}
-		if wc.ByteLen != 16 {
-			return fmt.Errorf("received %d bytes from rdma_client, want 16", wc.ByteLen)
-		}
-		n := copy(buf[16:], "go server hello!")
+		n := copy(mr.Bytes()[16:], "go server hello!")
 		if err := s.PostSend(2, mr, 16, n, uverbs.SendSignaled); err != nil {
 			return err
 		}

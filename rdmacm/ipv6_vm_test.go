@@ -124,26 +124,15 @@ func TestRCConnectIPv6(t *testing.T) {
 		if _, err := s.CreateQP(nil, qpConfig()); err != nil {
 			return err
 		}
-		buf := make([]byte, 256)
-		mr, err := s.RegMsgs(buf)
+		mr, msg, err := acceptMessage(ctx, s, 256, 64)
 		if err != nil {
 			return err
 		}
 		defer mr.Close()
-		if err := s.PostRecv(1, mr, 0, 64); err != nil {
-			return err
+		if string(msg) != fromClient {
+			return fmt.Errorf("server received %q, want %q", msg, fromClient)
 		}
-		if _, err := s.AcceptContext(ctx, nil); err != nil {
-			return err
-		}
-		wc, err := s.GetRecvComp(ctx)
-		if err != nil {
-			return err
-		}
-		if got := string(buf[:wc.ByteLen]); got != fromClient {
-			return fmt.Errorf("server received %q, want %q", got, fromClient)
-		}
-		copy(buf[128:], fromServer)
+		copy(mr.Bytes()[128:], fromServer)
 		if err := s.PostSend(2, mr, 128, len(fromServer), uverbs.SendSignaled); err != nil {
 			return err
 		}

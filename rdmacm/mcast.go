@@ -3,7 +3,6 @@ package rdmacm
 import (
 	"fmt"
 	"net/netip"
-	"sync"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/uverbs"
@@ -23,25 +22,11 @@ type membership struct {
 	known    bool // MULTICAST_JOIN arrived
 	attached bool
 
-	evMu      sync.Mutex
-	evCond    sync.Cond
-	completed uint32
+	events eventCount
 }
 
-func (m *membership) done() {
-	m.evMu.Lock()
-	m.completed++
-	m.evCond.Broadcast()
-	m.evMu.Unlock()
-}
-
-func (m *membership) waitEvents(n uint32) {
-	m.evMu.Lock()
-	for m.completed < n {
-		m.evCond.Wait()
-	}
-	m.evMu.Unlock()
-}
+func (m *membership) done()               { m.events.done() }
+func (m *membership) waitEvents(n uint32) { m.events.wait(n) }
 
 // joined records the group's address from MULTICAST_JOIN and attaches
 // the ID's QP (rdma_join_multicast's ucma_process_join).
@@ -113,7 +98,6 @@ func (id *ID) JoinMulticast(group netip.Addr, sendOnly bool) error {
 	}
 	group = group.Unmap()
 	m := &membership{id: id, uid: newUID(), group: group, sendOnly: sendOnly}
-	m.evCond.L = &m.evMu
 	id.mu.Lock()
 	if _, dup := id.mcasts[group]; dup {
 		id.mu.Unlock()

@@ -80,9 +80,15 @@ const qkey = 0x11111111
 // connect moves a's QP to RTS towards b's.
 func connect(t *testing.T, a, b *end) {
 	t.Helper()
+	connectTo(t, a, b.qp.Num(), b.gid)
+}
+
+// connectTo moves a's QP to RTS towards QP qpn at gid, a Go end or not.
+func connectTo(t *testing.T, a *end, qpn uint32, gid uverbs.GID) {
+	t.Helper()
 	typ := a.qp.Type()
 	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: qkey,
-		AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic}
+		AccessFlags: allAccess}
 	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
 	if typ == uverbs.QPTypeUD {
 		mask |= uverbs.QPAttrQKey
@@ -92,9 +98,9 @@ func connect(t *testing.T, a, b *end) {
 	if err := a.qp.Modify(attr, mask); err != nil {
 		t.Fatalf("INIT: %v", err)
 	}
-	attr = &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPNum: b.qp.Num(), RQPSN: 7,
+	attr = &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPNum: qpn, RQPSN: 7,
 		MaxDestRdAtomic: 4, MinRNRTimer: 1,
-		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: b.gid, SGIDIndex: a.gidx, HopLimit: 64}}}
+		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: a.gidx, HopLimit: 64}}}
 	mask = uverbs.QPAttrState
 	switch typ {
 	case uverbs.QPTypeRC:

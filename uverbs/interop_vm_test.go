@@ -230,40 +230,6 @@ func checkPeerWC(t *testing.T, what string, want, got peerWC) {
 	}
 }
 
-// connectTo moves e's QP to RTS towards a QP that is not a Go end: the
-// same attributes as connect.
-func connectTo(t *testing.T, e *end, qpn uint32, gid uverbs.GID) {
-	t.Helper()
-	typ := e.qp.Type()
-	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: qkey, AccessFlags: allAccess}
-	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
-	if typ == uverbs.QPTypeUD {
-		mask |= uverbs.QPAttrQKey
-	} else {
-		mask |= uverbs.QPAttrAccessFlags
-	}
-	if err := e.qp.Modify(attr, mask); err != nil {
-		t.Fatalf("INIT: %v", err)
-	}
-	attr = &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: 3, DestQPNum: qpn, RQPSN: 7, MaxDestRdAtomic: 4, MinRNRTimer: 1,
-		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: e.gidx, HopLimit: 64}}}
-	mask = uverbs.QPAttrState
-	if typ == uverbs.QPTypeRC {
-		mask |= uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer
-	}
-	if err := e.qp.Modify(attr, mask); err != nil {
-		t.Fatalf("RTR: %v", err)
-	}
-	attr = &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: 7, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 4}
-	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
-	if typ == uverbs.QPTypeRC {
-		mask |= uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRdAtomic
-	}
-	if err := e.qp.Modify(attr, mask); err != nil {
-		t.Fatalf("RTS: %v", err)
-	}
-}
-
 func TestInteropC(t *testing.T) {
 	testenv.Devices(t, 2)
 	bin := buildPeer(t)

@@ -208,6 +208,26 @@ func (c *benchConfig) rxDepth() int {
 	return min(benchDefRxDepth, c.warmup+c.iters)
 }
 
+// startCPUProfile writes a CPU profile to path (none if path is empty)
+// until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "connect" {
 		return runBenchConnect(ctx, args[1:], stdout, stderr) // bench_connect.go
@@ -216,20 +236,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return err
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			f.Close()
-		}()
+	stop, err := startCPUProfile(cfg.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	conn, err := benchDial(ctx, &cfg)
 	if err != nil {
 		return err

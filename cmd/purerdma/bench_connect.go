@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -79,17 +77,11 @@ func runBenchConnect(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(o.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	if o.server == "" {
 		return connectServer(ctx, o, stdout)
 	}

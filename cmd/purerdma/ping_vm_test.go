@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -99,16 +98,7 @@ func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-c
 		t.Fatalf("start %v: %v", e, err)
 	}
 	go func() {
-		err := cmd.Wait()
-		code := 0
-		if err != nil {
-			code = -1
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			}
-			fmt.Fprintf(&stderr, "[%v]", err)
-		}
+		code := exitCode(cmd.Wait(), &stderr)
 		done <- rpResult{code, stdout.String(), stderr.String()}
 	}()
 	return cmd.Process.Pid, done

@@ -141,16 +141,7 @@ func ppRun(ctx context.Context, kind string, side ppSide, cTool string, args []s
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		code = -1
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		}
-		fmt.Fprintf(&stderr, "[%v]", err)
-	}
+	code := exitCode(cmd.Run(), &stderr)
 	return ppResult{code, stdout.String(), stderr.String()}
 }
 
@@ -414,4 +405,18 @@ func ppWaitCancel(t *testing.T, port int, cancel func(), done chan ppResult, wan
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run did not end within 30s of the cancel")
 	}
+}
+
+// exitCode is a finished tool's exit status from its Run or Wait error:
+// -1 when it did not exit normally. A non-nil err is appended to stderr.
+func exitCode(err error, stderr *bytes.Buffer) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(stderr, "[%v]", err)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }

@@ -28,25 +28,17 @@ import (
 // goroutines on the P meanwhile.
 
 // RawWrite is write(2) for a command fd.
-func RawWrite(fd int, b []byte) (int, error) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
-	}
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
-	if e != 0 {
-		return 0, e
-	}
-	return int(n), nil
-}
+func RawWrite(fd int, b []byte) (int, error) { return rawIO(unix.SYS_WRITE, fd, b) }
 
 // RawRead is read(2) for a non-blocking fd.
-func RawRead(fd int, b []byte) (int, error) {
+func RawRead(fd int, b []byte) (int, error) { return rawIO(unix.SYS_READ, fd, b) }
+
+func rawIO(trap uintptr, fd int, b []byte) (int, error) {
 	var p unsafe.Pointer
 	if len(b) > 0 {
 		p = unsafe.Pointer(&b[0])
 	}
-	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+	n, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(p), uintptr(len(b)))
 	if e != 0 {
 		return 0, e
 	}
