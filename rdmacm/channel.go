@@ -103,14 +103,14 @@ func (ch *EventChannel) remove(id *ID) {
 // Next returns ctx.Err() when ctx ends first and ErrClosed after Close.
 func (ch *EventChannel) Next(ctx context.Context) (*Event, error) {
 	for {
-		resp := new(abi.UCMEventResp)
-		if err := ch.f.GetEvent(ctx, resp); err != nil {
+		var resp abi.UCMEventResp
+		if err := ch.f.GetEvent(ctx, &resp); err != nil {
 			if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 				return nil, err
 			}
 			return nil, fmt.Errorf("rdmacm: get event: %w", err)
 		}
-		if ev := ch.process(resp); ev != nil {
+		if ev := ch.process(&resp); ev != nil {
 			return ev, nil
 		}
 	}

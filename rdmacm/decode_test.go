@@ -287,7 +287,7 @@ func TestConvertQPAttr(t *testing.T) {
 	if mask != wantMask {
 		t.Errorf("mask %v, want %v (RoCE bits 21-24 and the rate limit dropped)", mask, wantMask)
 	}
-	want := &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPNum: 0x11, RQPSN: 0x22,
+	want := uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPNum: 0x11, RQPSN: 0x22,
 		MaxDestRdAtomic: 4, MinRNRTimer: 12, PortNum: 1, QKey: 5, AccessFlags: uverbs.AccessRemoteWrite,
 		AHAttr: uverbs.AHAttr{GRH: uverbs.GlobalRoute{SGIDIndex: 3, HopLimit: 64}, IsGlobal: true, PortNum: 1}}
 	if diff := cmp.Diff(want, a); diff != "" {

@@ -216,15 +216,18 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (*uverbs.QPAttr, uverbs.QPAttrMas
 		return nil, 0, opError(op, id.handle, fmt.Errorf("QP state %v: %w", state, errInvalid))
 	}
 	a, mask, err := id.qpAttr(state)
-	return a, mask, opError(op, id.handle, err)
+	if err != nil {
+		return nil, 0, opError(op, id.handle, err)
+	}
+	return &a, mask, nil
 }
 
 // qpAttr asks the kernel for the attributes that move the ID's QP to
 // state (rdma_init_qp_attr), converted for uverbs.QP.Modify.
-func (id *ID) qpAttr(state uverbs.QPState) (*uverbs.QPAttr, uverbs.QPAttrMask, error) {
+func (id *ID) qpAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
 	r, err := id.file().InitQPAttr(id.handle, uint32(state))
 	if err != nil {
-		return nil, 0, err
+		return uverbs.QPAttr{}, 0, err
 	}
 	a, mask := convertQPAttr(&r)
 	return a, mask, nil
@@ -235,8 +238,8 @@ func (id *ID) qpAttr(state uverbs.QPState) (*uverbs.QPAttr, uverbs.QPAttrMask, e
 // librdmacm's workaround notes; the rate limit has no QPAttr field.
 const knownQPAttrs = uverbs.QPAttrMask(1<<21 - 1)
 
-func convertQPAttr(r *abi.QPAttr) (*uverbs.QPAttr, uverbs.QPAttrMask) {
-	a := &uverbs.QPAttr{
+func convertQPAttr(r *abi.QPAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
+	a := uverbs.QPAttr{
 		State: uverbs.QPState(r.QPState), CurState: uverbs.QPState(r.CurQPState),
 		PathMTU: uverbs.MTU(r.PathMTU), PathMigState: uverbs.PathMigState(r.PathMigState),
 		QKey: r.QKey, RQPSN: r.RQPSN, SQPSN: r.SQPSN, DestQPNum: r.DestQPNum,
@@ -253,23 +256,27 @@ func convertQPAttr(r *abi.QPAttr) (*uverbs.QPAttr, uverbs.QPAttrMask) {
 	return a, uverbs.QPAttrMask(r.QPAttrMask) & knownQPAttrs
 }
 
-// modifyTo moves qp to state with the kernel's attributes; adjust may
-// change them first.
-func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, adjust func(*uverbs.QPAttr)) error {
+// modifyTo moves qp to state with the kernel's attributes, with the
+// agreed responder resources (RTR) and initiator depth (RTS) unless they
+// are MaxResources.
+func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth uint8) error {
 	a, mask, err := id.qpAttr(state)
 	if err != nil {
 		return err
 	}
-	if adjust != nil {
-		adjust(a)
+	if state == uverbs.QPStateRTR && respRes != MaxResources {
+		a.MaxDestRdAtomic = respRes
 	}
-	return qp.Modify(a, mask)
+	if state == uverbs.QPStateRTS && initDepth != MaxResources {
+		a.MaxRdAtomic = initDepth
+	}
+	return qp.Modify(&a, mask)
 }
 
 // initQP is librdmacm's ucma_init_conn_qp / ucma_init_ud_qp: INIT with
 // the kernel's attributes; a UD QP goes on to RTR and RTS.
 func (id *ID) initQP(qp *uverbs.QP) error {
-	if err := id.modifyTo(qp, uverbs.QPStateInit, nil); err != nil {
+	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources, MaxResources); err != nil {
 		return err
 	}
 	if id.qpType != uverbs.QPTypeUD {
@@ -288,14 +295,10 @@ func (id *ID) modifyQPRTR(respRes uint8) error {
 	if qp == nil {
 		return nil
 	}
-	if err := id.modifyTo(qp, uverbs.QPStateInit, nil); err != nil {
+	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources, MaxResources); err != nil {
 		return err
 	}
-	return id.modifyTo(qp, uverbs.QPStateRTR, func(a *uverbs.QPAttr) {
-		if respRes != MaxResources {
-			a.MaxDestRdAtomic = respRes
-		}
-	})
+	return id.modifyTo(qp, uverbs.QPStateRTR, respRes, MaxResources)
 }
 
 // modifyQPRTS is ucma_modify_qp_rts, with the agreed initiator depth.
@@ -304,11 +307,7 @@ func (id *ID) modifyQPRTS(initDepth uint8) error {
 	if qp == nil {
 		return nil
 	}
-	return id.modifyTo(qp, uverbs.QPStateRTS, func(a *uverbs.QPAttr) {
-		if initDepth != MaxResources {
-			a.MaxRdAtomic = initDepth
-		}
-	})
+	return id.modifyTo(qp, uverbs.QPStateRTS, MaxResources, initDepth)
 }
 
 // completeConnect is ucma_process_conn_resp: on the active side, after

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -26,6 +27,22 @@ type File struct {
 	expired atomic.Bool // a cancelled wait set a past read deadline
 	closed  atomic.Bool
 	op      string
+
+	// raw is the fd for Write, which holds mu's read lock so that Close
+	// cannot release the number under it; a RawConn callback would cost
+	// an allocation per call.
+	mu  sync.RWMutex
+	raw int
+
+	// The state of the one wait in progress (waiting is set), kept here
+	// so that the poller's callback, bound once, allocates nothing.
+	onReady       func(uintptr) bool // f.ready
+	expire        func()             // f.setExpired
+	ctx           context.Context
+	try           func(fd int) error
+	tryErr        error
+	armErr        error
+	stopAfterFunc func() bool
 }
 
 // New takes ownership of fd, makes it non-blocking and registers it with
@@ -41,22 +58,42 @@ func New(fd int, op string) (*File, error) {
 		f.Close()
 		return nil, &sys.Error{Op: op, Err: err}
 	}
-	return &File{f: f, rc: rc, op: op}, nil
+	ef := &File{f: f, rc: rc, op: op, raw: fd}
+	ef.onReady = ef.ready
+	ef.expire = ef.setExpired
+	return ef, nil
 }
 
 // Close closes the fd and wakes a waiting Read, which returns
 // sys.ErrClosed.
 func (f *File) Close() error {
+	f.mu.Lock()
 	f.closed.Store(true)
+	f.mu.Unlock()
 	return f.f.Close()
+}
+
+// Write writes b to the fd once, without waiting: the write()-shaped
+// commands of rdma_cm. It returns an error matching sys.ErrClosed after
+// Close.
+func (f *File) Write(b []byte) (int, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return 0, &sys.Error{Op: f.op, Err: sys.ErrClosed}
+	}
+	return sys.RawWrite(f.raw, b)
 }
 
 // Fd returns the descriptor number, for a caller's own epoll. The number
 // is valid until Close.
 func (f *File) Fd() int {
-	fd := -1
-	f.rc.Control(func(raw uintptr) { fd = int(raw) })
-	return fd
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return -1
+	}
+	return f.raw
 }
 
 // Control runs fn with the raw fd while it cannot be closed: for the
@@ -83,7 +120,8 @@ func (f *File) Read(ctx context.Context, p []byte) (int, error) {
 }
 
 // Wait waits until try, called with the raw fd whenever the fd may be
-// ready, returns anything but EAGAIN; that is Wait's result.
+// ready, returns anything but EAGAIN; that is Wait's result. When the fd
+// is ready at once, Wait allocates nothing.
 func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -91,40 +129,12 @@ func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
 	if !f.waiting.CompareAndSwap(false, true) {
 		return &sys.Error{Op: f.op, Err: sys.ErrBusy}
 	}
-	defer f.waiting.Store(false)
-	// The deadline and the context callback are armed only when the first
-	// try finds nothing: the fd is often ready already (events queue up
-	// under load), and RawConn.Read tries before it waits anyway.
-	var tryErr, armErr error
-	var stop func() bool
-	defer func() {
-		if stop != nil {
-			stop()
-		}
-	}()
+	f.ctx, f.try = ctx, try
+	defer f.endWait()
 	for {
-		err := f.rc.Read(func(raw uintptr) bool {
-			tryErr = try(int(raw))
-			if tryErr != unix.EAGAIN {
-				return true
-			}
-			if stop == nil {
-				// A past deadline left by an earlier cancelled wait must
-				// not end this one.
-				if f.expired.Swap(false) {
-					if armErr = f.f.SetReadDeadline(time.Time{}); armErr != nil {
-						return true
-					}
-				}
-				stop = context.AfterFunc(ctx, func() {
-					f.f.SetReadDeadline(time.Unix(1, 0))
-					f.expired.Store(true)
-				})
-			}
-			return false
-		})
-		if armErr != nil {
-			return f.mapErr(armErr)
+		err := f.rc.Read(f.onReady)
+		if f.armErr != nil {
+			return f.mapErr(f.armErr)
 		}
 		if err == nil {
 			break
@@ -141,10 +151,47 @@ func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
 			return f.mapErr(err)
 		}
 	}
-	if tryErr != nil {
-		return &sys.Error{Op: f.op, Err: tryErr}
+	if f.tryErr != nil {
+		return &sys.Error{Op: f.op, Err: f.tryErr}
 	}
 	return nil
+}
+
+// ready is the poller's callback: it tries, and before the first park
+// arms the context's cancellation. The deadline and the context callback
+// are armed only when the first try finds nothing: the fd is often ready
+// already (events queue up under load).
+func (f *File) ready(raw uintptr) bool {
+	f.tryErr = f.try(int(raw))
+	if f.tryErr != unix.EAGAIN {
+		return true
+	}
+	if f.stopAfterFunc == nil {
+		// A past deadline left by an earlier cancelled wait must not end
+		// this one.
+		if f.expired.Swap(false) {
+			if f.armErr = f.f.SetReadDeadline(time.Time{}); f.armErr != nil {
+				return true
+			}
+		}
+		f.stopAfterFunc = context.AfterFunc(f.ctx, f.expire)
+	}
+	return false
+}
+
+// setExpired ends a parked wait whose context ended.
+func (f *File) setExpired() {
+	f.f.SetReadDeadline(time.Unix(1, 0))
+	f.expired.Store(true)
+}
+
+// endWait disarms the context and frees the waiter slot.
+func (f *File) endWait() {
+	if f.stopAfterFunc != nil {
+		f.stopAfterFunc()
+	}
+	f.ctx, f.try, f.tryErr, f.armErr, f.stopAfterFunc = nil, nil, nil, nil, nil
+	f.waiting.Store(false)
 }
 
 // mapErr turns the poller's "use of closed file" (which RawConn does not

@@ -147,3 +147,39 @@ func TestWaitAfterCancelledWait(t *testing.T) {
 		}
 	}
 }
+
+// rdma_cm's commands and GET_EVENT run on every connection: Write, and a
+// Wait whose fd is ready, allocate nothing.
+func TestWriteAndReadyWaitAllocateNothing(t *testing.T) {
+	f, _ := newEventFD(t)
+	defer f.Close()
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	var got [8]byte
+	try := func(fd int) error {
+		_, err := sys.RawRead(fd, got[:])
+		return err
+	}
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := f.Write(one); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Wait(ctx, try); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Write + ready Wait: %v allocations, want 0", allocs)
+	}
+	if got[0] != 1 {
+		t.Errorf("Wait read %v, want the 1 written", got)
+	}
+}
+
+func TestWriteAfterClose(t *testing.T) {
+	f, _ := newEventFD(t)
+	f.Close()
+	if _, err := f.Write(make([]byte, 8)); !errors.Is(err, sys.ErrClosed) {
+		t.Fatalf("Write after Close = %v, want ErrClosed", err)
+	}
+}

@@ -3,6 +3,7 @@ package sys
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -20,19 +21,25 @@ type ioctlBuf struct {
 }
 
 // Method builds one uverbs ioctl method call. Attributes are mandatory
-// unless marked Optional. Buffers passed in stay pinned until Exec
-// returns. A Method is used once.
+// unless marked Optional. A Method is used once.
+//
+// The call is built in the Method and copied at Exec into a Scratch
+// block outside the Go heap: the header, the attributes, and every
+// buffer longer than 8 bytes, so the kernel's addresses need no pinning
+// and a call allocates nothing. Exec copies Out buffers back. Buffers
+// that do not fit the block are pinned and passed as they are.
 type Method struct {
-	op  string
-	buf *ioctlBuf
-	n   int
-	err error
-	pin pinner
+	op   string
+	buf  ioctlBuf
+	data [maxAttrs][]byte // the caller's buffer of each attribute, or nil
+	out  [maxAttrs]bool   // data[i] is written by the kernel
+	n    int
+	err  error
 }
 
 // NewMethod starts a call of method on object. op names it in errors.
 func NewMethod(op string, object, method uint16) *Method {
-	m := &Method{op: op, buf: new(ioctlBuf)}
+	m := &Method{op: op}
 	m.buf.hdr.ObjectID = object
 	m.buf.hdr.MethodID = method
 	return m
@@ -43,7 +50,7 @@ type Attr int
 
 func (m *Method) next(id uint16) (*abi.Attr, Attr) {
 	if m.n == maxAttrs {
-		m.err = fmt.Errorf("%s: more than %d attributes", m.op, maxAttrs)
+		m.err = fmt.Errorf("more than %d attributes", maxAttrs)
 		return new(abi.Attr), -1
 	}
 	a := &m.buf.attrs[m.n]
@@ -64,7 +71,7 @@ func (m *Method) Optional() *Method {
 
 func (m *Method) setLen(a *abi.Attr, n int) bool {
 	if n > 0xffff {
-		m.err = fmt.Errorf("%s: attribute %d is %d bytes, more than 65535", m.op, a.AttrID, n)
+		m.err = fmt.Errorf("attribute %d is %d bytes, more than 65535", a.AttrID, n)
 		return false
 	}
 	a.Len = uint16(n)
@@ -79,13 +86,18 @@ func (m *Method) In(id uint16, b []byte) Attr {
 		return i
 	}
 	if len(b) <= 8 {
-		var inline [8]byte
-		copy(inline[:], b)
-		*a.Data.Data() = binary.NativeEndian.Uint64(inline[:])
+		setInline(a, b)
 	} else {
-		*a.Data.Data() = uint64(m.pin.bytes(b))
+		m.data[i] = b
 	}
 	return i
+}
+
+// setInline puts up to 8 bytes into the attribute itself.
+func setInline(a *abi.Attr, b []byte) {
+	var inline [8]byte
+	copy(inline[:], b)
+	*a.Data.Data() = binary.NativeEndian.Uint64(inline[:])
 }
 
 // InUint64 adds an integer PTR_IN / CONST_IN attribute of size bytes.
@@ -102,14 +114,17 @@ func (m *Method) InUint(id uint16, v uint64, size int) Attr {
 		binary.NativeEndian.PutUint64(b[:], v)
 		size = 8
 	}
-	return m.In(id, b[:size])
+	a, i := m.next(id)
+	a.Len = uint16(size)
+	setInline(a, b[:size])
+	return i
 }
 
 // Out adds a PTR_OUT attribute the kernel fills.
 func (m *Method) Out(id uint16, b []byte) Attr {
 	a, i := m.next(id)
-	if m.setLen(a, len(b)) {
-		*a.Data.Data() = uint64(m.pin.bytes(b))
+	if m.setLen(a, len(b)) && len(b) > 0 {
+		m.data[i], m.out[i] = b, true
 	}
 	return i
 }
@@ -160,15 +175,67 @@ func (m *Method) OutLen(i Attr) int {
 
 // Exec issues the call on f with the device's driver id.
 func (m *Method) Exec(f *FD, driverID uint32) error {
-	defer m.pin.Unpin()
 	if m.err != nil {
-		return m.err
+		return m.fail(m.err)
 	}
 	m.buf.hdr.NumAttrs = uint16(m.n)
 	m.buf.hdr.Length = uint16(abi.OffsetofIoctlHdrAttrs + m.n*int(unsafe.Sizeof(abi.Attr{})))
 	m.buf.hdr.DriverID = driverID
-	m.pin.Pin(m.buf)
-	return f.Do(func(raw int) error {
-		return errnoErr(m.op, ioctl(raw, abi.RDMA_VERBS_IOCTL, unsafe.Pointer(m.buf)))
+	s, err := GetScratch()
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	mem := s.Bytes()
+	buf := (*ioctlBuf)(unsafe.Pointer(&mem[0]))
+	var pin pinner
+	defer pin.Unpin()
+	// Lay out the buffers after the attributes, 8-byte aligned; one that
+	// does not fit goes to a pinned heap copy (a large GID table).
+	off := (int(m.buf.hdr.Length) + 7) &^ 7
+	var at [maxAttrs][]byte // the kernel's copy of each buffer
+	for i := range m.n {
+		b := m.data[i]
+		if b == nil {
+			continue
+		}
+		if off+len(b) <= len(mem) {
+			at[i] = mem[off : off+len(b)]
+			*m.buf.attrs[i].Data.Data() = uint64(s.Addr(off))
+			off = (off + len(b) + 7) &^ 7
+		} else {
+			at[i] = make([]byte, len(b))
+			*m.buf.attrs[i].Data.Data() = uint64(pin.bytes(at[i]))
+		}
+		if !m.out[i] {
+			copy(at[i], b)
+		}
+	}
+	copy(mem[:m.buf.hdr.Length], unsafe.Slice((*byte)(unsafe.Pointer(&m.buf)), m.buf.hdr.Length))
+	err = f.Do(func(raw int) error {
+		return ioctl(raw, abi.RDMA_VERBS_IOCTL, unsafe.Pointer(buf))
 	})
+	// The kernel writes results (new handles, output lengths and flags)
+	// into the attributes, and Out data into the block.
+	for i := range m.n {
+		k := &buf.attrs[i]
+		if m.out[i] {
+			copy(m.data[i], at[i])
+		}
+		m.buf.attrs[i].Flags, m.buf.attrs[i].Len = k.Flags, k.Len
+		if m.data[i] == nil {
+			m.buf.attrs[i].Data = k.Data
+		}
+	}
+	return m.fail(err)
+}
+
+// fail names the call in err. The name is copied: were m.op itself to
+// reach the heap, escape analysis would move every buffer the Method
+// holds (the caller's requests and responses) to the heap with it.
+func (m *Method) fail(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: strings.Clone(m.op), Err: err}
 }

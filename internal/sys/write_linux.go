@@ -17,7 +17,15 @@ func (f *FD) Command(op string, cmd uint32, in, out []byte) error {
 	if (hdr+len(in))%4 != 0 || len(out)%4 != 0 || (hdr+len(in))/4 > 0xffff || len(out)/4 > 0xffff {
 		return &Error{Op: op, Err: fmt.Errorf("bad command size %d/%d", len(in), len(out))}
 	}
-	b := make([]byte, hdr+len(in))
+	s, err := GetScratch()
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	if hdr+len(in) > ScratchSize {
+		return &Error{Op: op, Err: fmt.Errorf("command of %d bytes", len(in))}
+	}
+	b := s.Zero(0, hdr+len(in))
 	binary.NativeEndian.PutUint32(b[0:], cmd)
 	binary.NativeEndian.PutUint16(b[4:], uint16((hdr+len(in))/4))
 	binary.NativeEndian.PutUint16(b[6:], uint16(len(out)/4))
@@ -37,11 +45,23 @@ func (f *FD) CommandEx(op string, cmd uint32, in, driverIn []byte, outLen, drive
 	if len(in)%8 != 0 || len(driverIn)%8 != 0 || outLen%8 != 0 || driverOutLen%8 != 0 {
 		return nil, &Error{Op: op, Err: fmt.Errorf("bad extended command size")}
 	}
-	out := make([]byte, outLen+driverOutLen)
-	var p pinner
-	defer p.Unpin()
-	resp := p.bytes(out)
-	b := make([]byte, hdr+len(in)+len(driverIn))
+	// The command and the response share one scratch block, the
+	// response in its second half.
+	const respAt = ScratchSize / 2
+	if hdr+len(in)+len(driverIn) > respAt || outLen+driverOutLen > ScratchSize-respAt {
+		return nil, &Error{Op: op, Err: fmt.Errorf("extended command of %d/%d bytes", len(in)+len(driverIn), outLen+driverOutLen)}
+	}
+	s, err := GetScratch()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Release()
+	kout := s.Zero(respAt, outLen+driverOutLen)
+	var resp Pointer // the kernel refuses a response address with no response
+	if len(kout) > 0 {
+		resp = s.Addr(respAt)
+	}
+	b := s.Zero(0, hdr+len(in)+len(driverIn)) // the header's reserved field must be 0
 	binary.NativeEndian.PutUint32(b[0:], cmd|abi.IB_USER_VERBS_CMD_FLAG_EXTENDED)
 	binary.NativeEndian.PutUint16(b[4:], uint16(len(in)/8))
 	binary.NativeEndian.PutUint16(b[6:], uint16(outLen/8))
@@ -53,7 +73,10 @@ func (f *FD) CommandEx(op string, cmd uint32, in, driverIn []byte, outLen, drive
 	if err := f.Write(op, b); err != nil {
 		return nil, err
 	}
-	return out, nil
+	if len(kout) == 0 {
+		return nil, nil
+	}
+	return append([]byte(nil), kout...), nil
 }
 
 // CommandBuffer builds a legacy write() command once, for a hot path

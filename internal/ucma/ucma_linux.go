@@ -19,7 +19,7 @@ package ucma
 import (
 	"context"
 	"fmt"
-	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -34,6 +34,11 @@ const Path = "/dev/infiniband/rdma_cm"
 // File is an open rdma_cm fd: an event channel.
 type File struct {
 	f *evfd.File
+	// getting is set while a GetEvent runs; event is its command, for
+	// tryGetEvent (bound once, in tryEvent, so a wait allocates nothing).
+	getting  atomic.Bool
+	event    []byte
+	tryEvent func(fd int) error
 	// kernel, if set, takes the commands instead of the fd: the fake
 	// kernel of the tests. It gets the whole write and returns its
 	// result.
@@ -50,7 +55,9 @@ func Open() (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{f: f}, nil
+	uf := &File{f: f}
+	uf.tryEvent = uf.tryGetEvent
+	return uf, nil
 }
 
 // Close closes the fd: the kernel destroys every ID still on it. A
@@ -62,9 +69,19 @@ func (f *File) Fd() int { return f.f.Fd() }
 
 const sizeofHdr = int(unsafe.Sizeof(abi.UCMCmdHdr{}))
 
-// command builds the bytes of one write(): the header, then in.
-func command(cmd uint32, in []byte, outLen int) []byte {
-	b := make([]byte, sizeofHdr+len(in))
+// Commands are built in sys.Scratch blocks, outside the Go heap: the
+// request at offset 0, the response the kernel writes at respOffset. The
+// kernel's addresses then stay valid without pinning, and a command
+// allocates nothing.
+const respOffset = 1024
+
+// The largest request and response must fit their halves of the block.
+var _ = [respOffset - sizeofHdr - int(unsafe.Sizeof(abi.UCMResolveAddr{}))]struct{}{}
+var _ = [sys.ScratchSize - respOffset - int(unsafe.Sizeof(abi.UCMEventResp{}))]struct{}{}
+
+// command writes one write()'s bytes into s: the header, then in.
+func command(s *sys.Scratch, cmd uint32, in []byte, outLen int) []byte {
+	b := s.Zero(0, sizeofHdr+len(in))
 	h := (*abi.UCMCmdHdr)(unsafe.Pointer(&b[0]))
 	h.Cmd = cmd
 	h.In = uint16(len(in))
@@ -75,37 +92,45 @@ func command(cmd uint32, in []byte, outLen int) []byte {
 
 func addr[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
 
-func addrOf(b []byte) uint64 {
-	if len(b) == 0 {
-		return 0
+// call runs one command that has a response: resp points into s at
+// respOffset, cleared, for the request's response field; run builds and
+// writes the request.
+func call[Resp any](run func(s *sys.Scratch, resp *Resp) error) (Resp, error) {
+	s, err := sys.GetScratch()
+	if err != nil {
+		var zero Resp
+		return zero, err
 	}
-	return uint64(uintptr(unsafe.Pointer(&b[0])))
+	defer s.Release()
+	resp := sys.ScratchAt[Resp](s, respOffset)
+	err = run(s, resp)
+	return *resp, err
 }
 
-// write issues one command. keep is memory the kernel reads or writes
-// through pointers inside in: it stays pinned across the call.
-func (f *File) write(op string, cmd uint32, in []byte, outLen int, keep ...unsafe.Pointer) error {
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	for _, k := range keep {
-		if k != nil {
-			pin.Pin(k)
-		}
-	}
-	b := command(cmd, in, outLen)
+// write issues one command built in s.
+func (f *File) write(s *sys.Scratch, op string, cmd uint32, in []byte, outLen int) error {
+	b := command(s, cmd, in, outLen)
 	if f.kernel != nil {
 		return wrap(op, f.kernel(b))
 	}
-	return f.f.Control(func(fd int) error {
-		n, err := sys.RawWrite(fd, b)
-		if err != nil {
-			return &sys.Error{Op: op, Err: err}
-		}
-		if n != len(b) {
-			return &sys.Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
-		}
-		return nil
-	})
+	n, err := f.f.Write(b)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if n != len(b) {
+		return &sys.Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+	}
+	return nil
+}
+
+// send issues one command without a response.
+func (f *File) send(op string, cmd uint32, in []byte) error {
+	s, err := sys.GetScratch()
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	return f.write(s, op, cmd, in, 0)
 }
 
 func wrap(op string, err error) error {
@@ -118,9 +143,10 @@ func wrap(op string, err error) error {
 // CreateID creates an rdma_cm ID (RDMA_USER_CM_CMD_CREATE_ID). uid comes
 // back in the ID's events.
 func (f *File) CreateID(uid uint64, ps uint16, qpType uint8) (uint32, error) {
-	resp := new(abi.UCMCreateIDResp)
-	req := abi.UCMCreateID{UID: uid, PS: ps, QPType: qpType, Response: addr(resp)}
-	err := f.write("rdma_cm CREATE_ID", abi.RDMA_USER_CM_CMD_CREATE_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	resp, err := call(func(s *sys.Scratch, resp *abi.UCMCreateIDResp) error {
+		req := abi.UCMCreateID{UID: uid, PS: ps, QPType: qpType, Response: addr(resp)}
+		return f.write(s, "rdma_cm CREATE_ID", abi.RDMA_USER_CM_CMD_CREATE_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	})
 	return resp.ID, err
 }
 
@@ -128,9 +154,10 @@ func (f *File) CreateID(uid uint64, ps uint16, qpType uint8) (uint32, error) {
 // reported for it (RDMA_USER_CM_CMD_DESTROY_ID). Its unreported events
 // are discarded.
 func (f *File) DestroyID(id uint32) (uint32, error) {
-	resp := new(abi.UCMDestroyIDResp)
-	req := abi.UCMDestroyID{ID: id, Response: addr(resp)}
-	err := f.write("rdma_cm DESTROY_ID", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	resp, err := call(func(s *sys.Scratch, resp *abi.UCMDestroyIDResp) error {
+		req := abi.UCMDestroyID{ID: id, Response: addr(resp)}
+		return f.write(s, "rdma_cm DESTROY_ID", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	})
 	return resp.EventsReported, err
 }
 
@@ -142,7 +169,7 @@ func (f *File) Bind(id uint32, sa []byte) error {
 		return &sys.Error{Op: "rdma_cm BIND", Err: sys.ErrInvalid}
 	}
 	copy(req.Addr.Raw[:], sa)
-	return f.write("rdma_cm BIND", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), 0)
+	return f.send("rdma_cm BIND", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req))
 }
 
 // ResolveAddr starts address resolution (RDMA_USER_CM_CMD_RESOLVE_ADDR);
@@ -154,38 +181,38 @@ func (f *File) ResolveAddr(id uint32, src, dst []byte, timeoutMs uint32) error {
 	}
 	copy(req.SrcAddr.Raw[:], src)
 	copy(req.DstAddr.Raw[:], dst)
-	return f.write("rdma_cm RESOLVE_ADDR", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), 0)
+	return f.send("rdma_cm RESOLVE_ADDR", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req))
 }
 
 // ResolveRoute starts route resolution (RDMA_USER_CM_CMD_RESOLVE_ROUTE).
 func (f *File) ResolveRoute(id uint32, timeoutMs uint32) error {
 	req := abi.UCMResolveRoute{ID: id, TimeoutMs: timeoutMs}
-	return f.write("rdma_cm RESOLVE_ROUTE", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), 0)
+	return f.send("rdma_cm RESOLVE_ROUTE", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req))
 }
 
 // QueryAddr reads an ID's addresses and device (RDMA_USER_CM_CMD_QUERY,
 // RDMA_USER_CM_QUERY_ADDR). IBDevIndex is left at ^0 by kernels that do
 // not report it.
 func (f *File) QueryAddr(id uint32) (abi.UCMQueryAddrResp, error) {
-	resp := new(abi.UCMQueryAddrResp)
-	resp.IBDevIndex = ^uint32(0)
-	req := abi.UCMQuery{ID: id, Option: abi.RDMA_USER_CM_QUERY_ADDR, Response: addr(resp)}
-	err := f.write("rdma_cm QUERY_ADDR", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
-	return *resp, err
+	return call(func(s *sys.Scratch, resp *abi.UCMQueryAddrResp) error {
+		resp.IBDevIndex = ^uint32(0)
+		req := abi.UCMQuery{ID: id, Option: abi.RDMA_USER_CM_QUERY_ADDR, Response: addr(resp)}
+		return f.write(s, "rdma_cm QUERY_ADDR", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	})
 }
 
 // Connect starts connecting (RDMA_USER_CM_CMD_CONNECT). p.Valid must be
 // set.
 func (f *File) Connect(id uint32, p *abi.UCMConnParam) error {
 	req := abi.UCMConnect{ID: id, ConnParam: *p}
-	return f.write("rdma_cm CONNECT", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), 0)
+	return f.send("rdma_cm CONNECT", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req))
 }
 
 // Listen starts listening (RDMA_USER_CM_CMD_LISTEN); the kernel caps the
 // backlog at net.rdma_ucm.max_backlog and takes 0 as that maximum.
 func (f *File) Listen(id uint32, backlog int) error {
 	req := abi.UCMListen{ID: id, Backlog: uint32(backlog)}
-	return f.write("rdma_cm LISTEN", abi.RDMA_USER_CM_CMD_LISTEN, abi.Bytes(&req), 0)
+	return f.send("rdma_cm LISTEN", abi.RDMA_USER_CM_CMD_LISTEN, abi.Bytes(&req))
 }
 
 // Accept accepts a connection request, or, with p nil, completes the
@@ -196,7 +223,7 @@ func (f *File) Accept(id uint32, uid uint64, p *abi.UCMConnParam) error {
 	if p != nil {
 		req.ConnParam = *p
 	}
-	return f.write("rdma_cm ACCEPT", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), 0)
+	return f.send("rdma_cm ACCEPT", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req))
 }
 
 // Reject rejects a connection request (RDMA_USER_CM_CMD_REJECT). reason 0
@@ -207,61 +234,72 @@ func (f *File) Reject(id uint32, reason uint8, privateData []byte) error {
 		return &sys.Error{Op: "rdma_cm REJECT", Err: sys.ErrInvalid}
 	}
 	copy(req.PrivateData[:], privateData)
-	return f.write("rdma_cm REJECT", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), 0)
+	return f.send("rdma_cm REJECT", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req))
 }
 
 // Disconnect disconnects (RDMA_USER_CM_CMD_DISCONNECT).
 func (f *File) Disconnect(id uint32) error {
 	req := abi.UCMDisconnect{ID: id}
-	return f.write("rdma_cm DISCONNECT", abi.RDMA_USER_CM_CMD_DISCONNECT, abi.Bytes(&req), 0)
+	return f.send("rdma_cm DISCONNECT", abi.RDMA_USER_CM_CMD_DISCONNECT, abi.Bytes(&req))
 }
 
 // InitQPAttr asks the kernel for the QP attributes that move a QP to
 // state (RDMA_USER_CM_CMD_INIT_QP_ATTR, rdma_init_qp_attr).
 func (f *File) InitQPAttr(id uint32, state uint32) (abi.QPAttr, error) {
-	resp := new(abi.QPAttr)
-	req := abi.UCMInitQPAttr{ID: id, QPState: state, Response: addr(resp)}
-	err := f.write("rdma_cm INIT_QP_ATTR", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
-	return *resp, err
+	return call(func(s *sys.Scratch, resp *abi.QPAttr) error {
+		req := abi.UCMInitQPAttr{ID: id, QPState: state, Response: addr(resp)}
+		return f.write(s, "rdma_cm INIT_QP_ATTR", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	})
 }
 
 // SetOption sets an ID option (RDMA_USER_CM_CMD_SET_OPTION).
 func (f *File) SetOption(id, level, name uint32, val []byte) error {
-	buf := append([]byte(nil), val...) // heap memory to pin
-	req := abi.UCMSetOption{ID: id, Level: level, Optname: name, Optlen: uint32(len(buf)), Optval: addrOf(buf)}
-	var keep unsafe.Pointer
-	if len(buf) > 0 {
-		keep = unsafe.Pointer(&buf[0])
+	if len(val) > sys.ScratchSize-respOffset {
+		return &sys.Error{Op: "rdma_cm SET_OPTION", Err: sys.ErrInvalid}
 	}
-	return f.write("rdma_cm SET_OPTION", abi.RDMA_USER_CM_CMD_SET_OPTION, abi.Bytes(&req), 0, keep)
+	s, err := sys.GetScratch()
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	// The value goes where a response would: the kernel reads it through
+	// Optval.
+	copy(s.Bytes()[respOffset:], val)
+	req := abi.UCMSetOption{ID: id, Level: level, Optname: name, Optlen: uint32(len(val))}
+	if len(val) > 0 {
+		req.Optval = uint64(s.Addr(respOffset))
+	}
+	return f.write(s, "rdma_cm SET_OPTION", abi.RDMA_USER_CM_CMD_SET_OPTION, abi.Bytes(&req), 0)
 }
 
 // Notify reports a QP async event to the CM (RDMA_USER_CM_CMD_NOTIFY).
 func (f *File) Notify(id uint32, event uint32) error {
 	req := abi.UCMNotify{ID: id, Event: event}
-	return f.write("rdma_cm NOTIFY", abi.RDMA_USER_CM_CMD_NOTIFY, abi.Bytes(&req), 0)
+	return f.send("rdma_cm NOTIFY", abi.RDMA_USER_CM_CMD_NOTIFY, abi.Bytes(&req))
 }
 
 // JoinMcast joins a multicast group (RDMA_USER_CM_CMD_JOIN_MCAST) and
 // returns the kernel's id for the membership, for LeaveMcast. uid comes
 // back in its events.
 func (f *File) JoinMcast(id uint32, uid uint64, sa []byte, flags uint16) (uint32, error) {
-	resp := new(abi.UCMCreateIDResp)
-	req := abi.UCMJoinMcast{ID: id, UID: uid, AddrSize: uint16(len(sa)), JoinFlags: flags, Response: addr(resp)}
-	if len(sa) > len(req.Addr.Raw) {
-		return 0, &sys.Error{Op: "rdma_cm JOIN_MCAST", Err: sys.ErrInvalid}
-	}
-	copy(req.Addr.Raw[:], sa)
-	err := f.write("rdma_cm JOIN_MCAST", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	resp, err := call(func(s *sys.Scratch, resp *abi.UCMCreateIDResp) error {
+		req := abi.UCMJoinMcast{ID: id, UID: uid, AddrSize: uint16(len(sa)), JoinFlags: flags, Response: addr(resp)}
+		if len(sa) > len(req.Addr.Raw) {
+			return &sys.Error{Op: "rdma_cm JOIN_MCAST", Err: sys.ErrInvalid}
+		}
+		copy(req.Addr.Raw[:], sa)
+		return f.write(s, "rdma_cm JOIN_MCAST", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	})
 	return resp.ID, err
 }
 
 // LeaveMcast leaves a multicast group (RDMA_USER_CM_CMD_LEAVE_MCAST) and
 // returns how many events the kernel reported for the membership.
 func (f *File) LeaveMcast(mcID uint32) (uint32, error) {
-	resp := new(abi.UCMDestroyIDResp)
-	req := abi.UCMDestroyID{ID: mcID, Response: addr(resp)}
-	err := f.write("rdma_cm LEAVE_MCAST", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
+	resp, err := call(func(s *sys.Scratch, resp *abi.UCMDestroyIDResp) error {
+		req := abi.UCMDestroyID{ID: mcID, Response: addr(resp)}
+		return f.write(s, "rdma_cm LEAVE_MCAST", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+	})
 	return resp.EventsReported, err
 }
 
@@ -269,15 +307,13 @@ func (f *File) LeaveMcast(mcID uint32) (uint32, error) {
 // written to the new fd) with its pending events, and returns how many
 // events the kernel reported for it.
 func (f *File) MigrateID(id uint32, from *File) (uint32, error) {
-	resp := new(abi.UCMMigrateResp)
-	var reported uint32
-	err := from.control(func(fromFd int) error {
-		req := abi.UCMMigrateID{ID: id, FD: uint32(fromFd), Response: addr(resp)}
-		err := f.write("rdma_cm MIGRATE_ID", abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)), unsafe.Pointer(resp))
-		reported = resp.EventsReported
-		return err
+	resp, err := call(func(s *sys.Scratch, resp *abi.UCMMigrateResp) error {
+		return from.control(func(fromFd int) error {
+			req := abi.UCMMigrateID{ID: id, FD: uint32(fromFd), Response: addr(resp)}
+			return f.write(s, "rdma_cm MIGRATE_ID", abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
+		})
 	})
-	return reported, err
+	return resp.EventsReported, err
 }
 
 // control runs fn with the raw fd, kept open meanwhile.
@@ -293,22 +329,37 @@ func (f *File) control(fn func(fd int) error) error {
 // first, an error matching sys.ErrClosed after Close, and an error
 // matching sys.ErrBusy at once when another GetEvent is waiting.
 func (f *File) GetEvent(ctx context.Context, resp *abi.UCMEventResp) error {
-	var pin runtime.Pinner
-	pin.Pin(resp)
-	defer pin.Unpin()
-	req := abi.UCMGetEvent{Response: addr(resp)}
-	b := command(abi.RDMA_USER_CM_CMD_GET_EVENT, abi.Bytes(&req), int(unsafe.Sizeof(*resp)))
-	if f.kernel != nil {
-		return wrap("rdma_cm GET_EVENT", f.kernel(b))
+	if !f.getting.CompareAndSwap(false, true) {
+		return &sys.Error{Op: "rdma_cm GET_EVENT", Err: sys.ErrBusy}
 	}
-	return f.f.Wait(ctx, func(fd int) error {
-		n, err := sys.RawWrite(fd, b)
-		if err != nil {
-			return err // EAGAIN: no event yet, wait for the poller
-		}
-		if n != len(b) {
-			return fmt.Errorf("short write: %d of %d bytes", n, len(b))
-		}
-		return nil
-	})
+	defer f.getting.Store(false)
+	s, err := sys.GetScratch()
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	kresp := sys.ScratchAt[abi.UCMEventResp](s, respOffset)
+	req := abi.UCMGetEvent{Response: addr(kresp)}
+	f.event = command(s, abi.RDMA_USER_CM_CMD_GET_EVENT, abi.Bytes(&req), int(unsafe.Sizeof(*kresp)))
+	defer func() { f.event = nil }()
+	if f.kernel != nil {
+		err = wrap("rdma_cm GET_EVENT", f.kernel(f.event))
+	} else {
+		err = f.f.Wait(ctx, f.tryEvent)
+	}
+	*resp = *kresp
+	return err
+}
+
+// tryGetEvent writes the GET_EVENT command in f.event once; EAGAIN means
+// no event yet.
+func (f *File) tryGetEvent(fd int) error {
+	n, err := sys.RawWrite(fd, f.event)
+	if err != nil {
+		return err
+	}
+	if n != len(f.event) {
+		return fmt.Errorf("short write: %d of %d bytes", n, len(f.event))
+	}
+	return nil
 }

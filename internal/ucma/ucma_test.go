@@ -43,8 +43,8 @@ func (k *fakeKernel) write(b []byte) error {
 		if int(k.hdr.Out) < len(k.resp) {
 			return syscall.ENOSPC
 		}
-		// The address is of pinned Go memory the caller keeps alive:
-		// read it back as the pointer it was made from.
+		// The address is of a scratch block outside the Go heap that
+		// the caller holds: read it back as the pointer it was made from.
 		p := uintptr(binary.NativeEndian.Uint64(k.payload[k.respOff:]))
 		dst := *(*unsafe.Pointer)(unsafe.Pointer(&p))
 		copy(unsafe.Slice((*byte)(dst), len(k.resp)), k.resp)
