@@ -13,8 +13,15 @@ import (
 // acceptOne runs a server that accepts one connection with a QP from
 // CreateQP (on an SRQ of the ID's when srq is set), receives one message
 // and returns it, then waits for the client's disconnect.
-func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait func()) {
+//
+// received is closed once the message is in got. A client must wait for
+// it before it disconnects: the server accepts on the client's RTU, and
+// a DREQ sent right after the RTU can reach the server's CM first, which
+// then reports DISCONNECTED in place of ESTABLISHED (seen once in the
+// VM).
+func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait func(), received <-chan struct{}) {
 	ctx := testContext(t)
+	rcvd := make(chan struct{})
 	return goRun(t, func() error {
 		req, err := l.GetRequest(ctx)
 		if err != nil {
@@ -56,6 +63,7 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait func()) 
 			return err
 		}
 		*got = string(mr.Bytes()[:wc.ByteLen])
+		close(rcvd)
 		ev, err := s.Channel().Next(ctx)
 		if err == nil && ev.Type != rdmacm.EventDisconnected {
 			err = fmt.Errorf("server: %v, want DISCONNECTED", ev)
@@ -64,7 +72,7 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait func()) 
 			err = s.Disconnect()
 		}
 		return err
-	})
+	}), rcvd
 }
 
 // TestEstablish drives a client whose QP the caller manages: the QP moves
@@ -75,7 +83,7 @@ func TestEstablish(t *testing.T) {
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	var got string
-	wait := acceptOne(t, l, false, &got)
+	wait, received := acceptOne(t, l, false, &got)
 	defer wait()
 
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
@@ -154,6 +162,11 @@ func TestEstablish(t *testing.T) {
 	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-received:
+	case <-ctx.Done():
+		t.Fatal("the server did not receive the message")
+	}
 	if err := c.DisconnectContext(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +183,7 @@ func TestSRQ(t *testing.T) {
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	var got string
-	wait := acceptOne(t, l, true, &got)
+	wait, received := acceptOne(t, l, true, &got)
 	defer wait()
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
 	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
@@ -186,6 +199,11 @@ func TestSRQ(t *testing.T) {
 	}
 	if _, err := c.GetSendComp(ctx); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-received:
+	case <-ctx.Done():
+		t.Fatal("the server did not receive the message")
 	}
 	if err := c.DisconnectContext(ctx); err != nil {
 		t.Fatal(err)
