@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -226,6 +227,28 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// startAllocProfile records every allocation until stop, which writes
+// the allocation profile to path; with path "" it does nothing.
+// Recording every allocation slows the program: use it to find what
+// allocates, not to time.
+func startAllocProfile(path string) (stop func() error) {
+	if path == "" {
+		return func() error { return nil }
+	}
+	runtime.MemProfileRate = 1
+	return func() error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
 }
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
@@ -42,6 +43,7 @@ type connectOpts struct {
 	timeout      time.Duration
 	json         bool
 	cpuProfile   string
+	allocProfile string
 	perConnCQs   bool
 }
 
@@ -57,6 +59,7 @@ func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
 	fs.BoolVar(&o.perConnCQs, "percq", false, "give every connection its own CQs and completion channels (cmtime shares one pair)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (runtime/pprof) to this file")
+	fs.StringVar(&o.allocProfile, "allocprofile", "", "record every allocation and write the profile to this file at the end (slows the run)")
 	if err := fs.Parse(args); err != nil {
 		return o, usageError("bench connect: %v", err)
 	}
@@ -82,11 +85,12 @@ func runBenchConnect(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 	defer stop()
+	stopAllocs := startAllocProfile(o.allocProfile)
 	if o.server == "" {
-		return connectServer(ctx, o, stdout)
+		return errors.Join(connectServer(ctx, o, stdout), stopAllocs())
 	}
 	res, err := connectClient(ctx, o)
-	if err != nil {
+	if err := errors.Join(err, stopAllocs()); err != nil {
 		return err
 	}
 	if o.json {
@@ -271,9 +275,12 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 		steps[step].end = time.Now()
 		return nil
 	}
-	// await issues an asynchronous step for every connection and waits
-	// for its event from each.
+	// await issues an asynchronous step for every connection while the
+	// event reader takes the events, as cmtime's event thread does, and
+	// waits until each connection has had its event.
+	var events *stepEvents
 	await := func(step int, issue func(i int) error, want rdmacm.EventType) error {
+		events.expect(want, n)
 		steps[step].start = time.Now()
 		for i := range n {
 			begun[i] = time.Now()
@@ -281,25 +288,13 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 				return fmt.Errorf("%s %d: %w", connectSteps[step], i, err)
 			}
 		}
-		for done := 0; done < n; {
-			ev, err := ch.Next(ctx)
-			if err != nil {
-				return err
-			}
-			i, ok := index[ev.ID]
-			if !ok {
-				continue
-			}
-			if ev.Type != want {
-				if err := ev.Err(); err != nil {
-					return fmt.Errorf("%s %d: %v: %w", connectSteps[step], i, ev, err)
-				}
-				return fmt.Errorf("%s %d: unexpected %v", connectSteps[step], i, ev.Type)
-			}
-			steps[step].per[i] = time.Since(begun[i])
-			done++
+		if err := <-events.done; err != nil {
+			return fmt.Errorf("%s: %w", connectSteps[step], err)
 		}
 		steps[step].end = time.Now()
+		for i := range n {
+			steps[step].per[i] = events.arrived[i].Sub(begun[i])
+		}
 		return nil
 	}
 	if err := each(stepCreateID, func(i int) error {
@@ -310,6 +305,12 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 	}); err != nil {
 		return nil, err
 	}
+	events = &stepEvents{index: index, arrived: make([]time.Time, n), done: make(chan error, 1)}
+	readCtx, stopReading := context.WithCancel(ctx)
+	var reader sync.WaitGroup
+	reader.Go(func() { events.read(readCtx, ch) })
+	defer reader.Wait()
+	defer stopReading()
 	if src.IsValid() {
 		if err := each(stepBind, func(i int) error { return ids[i].Bind(src) }); err != nil {
 			return nil, err
@@ -345,6 +346,59 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 		return nil, err
 	}
 	return summarize(steps, n), nil
+}
+
+// stepEvents takes a client's events in a goroutine of their own, as
+// cmtime's event thread does, so events are handled while the step is
+// still being issued. Each step expects one event of one type from each
+// connection.
+type stepEvents struct {
+	index     map[*rdmacm.ID]int // read only once reading starts
+	want      atomic.Uint32      // the EventType the step expects
+	remaining atomic.Int64       // connections still to have their event
+	arrived   []time.Time        // when each connection's event came; read after done
+	done      chan error         // one value per step, or the error that ended reading
+}
+
+// expect starts a step: n events of type want.
+func (e *stepEvents) expect(want rdmacm.EventType, n int) {
+	e.want.Store(uint32(want))
+	e.remaining.Store(int64(n))
+}
+
+// read takes events until ctx ends or an event is not the one expected.
+func (e *stepEvents) read(ctx context.Context, ch *rdmacm.EventChannel) {
+	report := func(err error) {
+		select {
+		case e.done <- err:
+		case <-ctx.Done():
+		}
+	}
+	for {
+		ev, err := ch.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				report(err)
+			}
+			return
+		}
+		i, ok := e.index[ev.ID]
+		if !ok {
+			continue
+		}
+		if want := rdmacm.EventType(e.want.Load()); ev.Type != want {
+			if err := ev.Err(); err != nil {
+				report(fmt.Errorf("connection %d: %v: %w", i, ev, err))
+			} else {
+				report(fmt.Errorf("connection %d: unexpected %v", i, ev.Type))
+			}
+			return
+		}
+		e.arrived[i] = time.Now()
+		if e.remaining.Add(-1) == 0 {
+			report(nil)
+		}
+	}
 }
 
 // connectServer accepts connections until ctx ends, answering each
