@@ -26,8 +26,10 @@ type ioctlBuf struct {
 // The call is built in the Method and copied at Exec into a Scratch
 // block outside the Go heap: the header, the attributes, and every
 // buffer longer than 8 bytes, so the kernel's addresses need no pinning
-// and a call allocates nothing. Exec copies Out buffers back. Buffers
-// that do not fit the block are pinned and passed as they are.
+// and the Method allocates nothing of its own (the buffers the caller
+// passes still move to the heap: escape analysis sees the Method keep
+// them). Exec copies Out buffers back. Buffers that do not fit the block
+// go to a pinned heap copy.
 type Method struct {
 	op   string
 	buf  ioctlBuf
@@ -183,7 +185,7 @@ func (m *Method) Exec(f *FD, driverID uint32) error {
 	m.buf.hdr.DriverID = driverID
 	s, err := GetScratch()
 	if err != nil {
-		return err
+		return m.fail(err)
 	}
 	defer s.Release()
 	mem := s.Bytes()
