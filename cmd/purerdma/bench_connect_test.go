@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ func TestBenchConnectFlags(t *testing.T) {
 	}{
 		{[]string{"-b", "198.18.0.1"}, true},
 		{[]string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-c", "5"}, true},
+		{[]string{"-b", "198.18.0.1", "-allocprofile", "/tmp/allocs", "-cpuprofile", "/tmp/cpu"}, true},
 		{nil, false},
 		{[]string{"-s", "x", "-c", "0"}, false},
 		{[]string{"-s", "x", "-p", "70000"}, false},
@@ -100,3 +104,26 @@ func TestBenchConnectVM(t *testing.T) {
 	}
 	t.Logf("%s", out.String())
 }
+
+// -allocprofile's file is a gzipped pprof profile.
+func TestAllocProfile(t *testing.T) {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	path := filepath.Join(t.TempDir(), "allocs")
+	stop := startAllocProfile(path)
+	sink = make([]byte, 4096)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile starts %x, want gzip's 1f8b", b[:min(len(b), 4)])
+	}
+	if err := startAllocProfile("")(); err != nil {
+		t.Fatalf("no profile asked for: %v", err)
+	}
+}
+
+var sink []byte
