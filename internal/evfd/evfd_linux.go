@@ -28,9 +28,9 @@ type File struct {
 	closed  atomic.Bool
 	op      string
 
-	// raw is the fd for Write, which holds mu's read lock so that Close
-	// cannot release the number under it; a RawConn callback would cost
-	// an allocation per call.
+	// mu's read lock keeps the fd open for Write, Control and Fd: Close
+	// takes the write lock before it closes. (A RawConn callback would do
+	// the same at the cost of an allocation per call.)
 	mu  sync.RWMutex
 	raw int
 
@@ -39,8 +39,10 @@ type File struct {
 	onReady       func(uintptr) bool // f.ready
 	expire        func()             // f.setExpired
 	ctx           context.Context
-	try           func(fd int) error
-	tryErr        error
+	io            func(fd int, b []byte) (int, error) // sys.RawRead or sys.RawWrite
+	buf           []byte
+	n             int
+	ioErr         error
 	armErr        error
 	stopAfterFunc func() bool
 }
@@ -64,8 +66,8 @@ func New(fd int, op string) (*File, error) {
 	return ef, nil
 }
 
-// Close closes the fd and wakes a waiting Read, which returns
-// sys.ErrClosed.
+// Close closes the fd and wakes a waiting Read or WaitWrite, which
+// returns sys.ErrClosed.
 func (f *File) Close() error {
 	f.mu.Lock()
 	f.closed.Store(true)
@@ -73,88 +75,84 @@ func (f *File) Close() error {
 	return f.f.Close()
 }
 
-// Write writes b to the fd once, without waiting: the write()-shaped
-// commands of rdma_cm. It returns an error matching sys.ErrClosed after
-// Close.
-func (f *File) Write(b []byte) (int, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed.Load() {
-		return 0, &sys.Error{Op: f.op, Err: sys.ErrClosed}
-	}
-	return sys.RawWrite(f.raw, b)
-}
-
-// Fd returns the descriptor number, for a caller's own epoll. The number
-// is valid until Close.
-func (f *File) Fd() int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.closed.Load() {
-		return -1
-	}
-	return f.raw
-}
-
-// Control runs fn with the raw fd while it cannot be closed: for the
-// write()-shaped "read" of rdma_cm or ioctls on an event fd.
+// Control runs fn with the raw fd while it cannot be closed, or returns
+// an error matching sys.ErrClosed after Close.
 func (f *File) Control(fn func(fd int) error) error {
-	var err error
-	cerr := f.rc.Control(func(raw uintptr) { err = fn(int(raw)) })
-	if cerr != nil {
-		return f.mapErr(cerr)
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed.Load() {
+		return &sys.Error{Op: f.op, Err: sys.ErrClosed}
 	}
-	return err
+	return fn(f.raw)
 }
 
-// Read waits until the fd is readable and reads into p. It returns
-// ctx.Err() when ctx ends first and sys.ErrClosed after Close.
-func (f *File) Read(ctx context.Context, p []byte) (int, error) {
-	var n int
-	err := f.Wait(ctx, func(fd int) error {
-		var err error
-		n, err = sys.RawRead(fd, p)
+// Write writes b to the fd once, without waiting: the write()-shaped
+// commands of rdma_cm.
+func (f *File) Write(b []byte) (n int, err error) {
+	err = f.Control(func(fd int) error {
+		n, err = sys.RawWrite(fd, b)
 		return err
 	})
 	return n, err
 }
 
-// Wait waits until try, called with the raw fd whenever the fd may be
-// ready, returns anything but EAGAIN; that is Wait's result. When the fd
-// is ready at once, Wait allocates nothing.
-func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
+// Fd returns the descriptor number, for a caller's own epoll, or -1
+// after Close. The number is valid until Close.
+func (f *File) Fd() int {
+	fd := -1
+	f.Control(func(raw int) error { fd = raw; return nil })
+	return fd
+}
+
+// Read waits until the fd is readable and reads into p. It returns
+// ctx.Err() when ctx ends first and sys.ErrClosed after Close. When the
+// fd is readable at once, Read allocates nothing.
+func (f *File) Read(ctx context.Context, p []byte) (int, error) {
+	return f.wait(ctx, sys.RawRead, p)
+}
+
+// WaitWrite waits until the fd takes a write of b: rdma_cm's GET_EVENT,
+// a write() that fails with EAGAIN until an event is queued. Otherwise
+// as Read.
+func (f *File) WaitWrite(ctx context.Context, b []byte) (int, error) {
+	return f.wait(ctx, sys.RawWrite, b)
+}
+
+// wait calls io on the fd and b whenever the fd may be ready, until it
+// returns anything but EAGAIN; that is wait's result.
+func (f *File) wait(ctx context.Context, io func(int, []byte) (int, error), b []byte) (int, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if !f.waiting.CompareAndSwap(false, true) {
-		return &sys.Error{Op: f.op, Err: sys.ErrBusy}
+		return 0, &sys.Error{Op: f.op, Err: sys.ErrBusy}
 	}
-	f.ctx, f.try = ctx, try
+	f.ctx, f.io, f.buf = ctx, io, b
 	defer f.endWait()
 	for {
 		err := f.rc.Read(f.onReady)
 		if f.armErr != nil {
-			return f.mapErr(f.armErr)
+			return 0, f.mapErr(f.armErr)
 		}
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			return f.mapErr(err)
+			return 0, f.mapErr(err)
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 		// The callback of an earlier wait's context set it just now.
 		f.expired.Store(false)
 		if err := f.f.SetReadDeadline(time.Time{}); err != nil {
-			return f.mapErr(err)
+			return 0, f.mapErr(err)
 		}
 	}
-	if f.tryErr != nil {
-		return &sys.Error{Op: f.op, Err: f.tryErr}
+	if f.ioErr != nil {
+		return 0, &sys.Error{Op: f.op, Err: f.ioErr}
 	}
-	return nil
+	return f.n, nil
 }
 
 // ready is the poller's callback: it tries, and before the first park
@@ -162,8 +160,8 @@ func (f *File) Wait(ctx context.Context, try func(fd int) error) error {
 // are armed only when the first try finds nothing: the fd is often ready
 // already (events queue up under load).
 func (f *File) ready(raw uintptr) bool {
-	f.tryErr = f.try(int(raw))
-	if f.tryErr != unix.EAGAIN {
+	f.n, f.ioErr = f.io(int(raw), f.buf)
+	if f.ioErr != unix.EAGAIN {
 		return true
 	}
 	if f.stopAfterFunc == nil {
@@ -190,7 +188,7 @@ func (f *File) endWait() {
 	if f.stopAfterFunc != nil {
 		f.stopAfterFunc()
 	}
-	f.ctx, f.try, f.tryErr, f.armErr, f.stopAfterFunc = nil, nil, nil, nil, nil
+	f.ctx, f.io, f.buf, f.n, f.ioErr, f.armErr, f.stopAfterFunc = nil, nil, nil, 0, nil, nil, nil
 	f.waiting.Store(false)
 }
 

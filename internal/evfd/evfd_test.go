@@ -87,22 +87,20 @@ func TestReadClose(t *testing.T) {
 func TestSecondWaiterBusy(t *testing.T) {
 	f, w := newEventFD(t)
 	defer f.Close()
-	started := make(chan struct{})
 	done := make(chan error)
 	go func() {
 		var b [8]byte
-		err := f.Wait(context.Background(), func(fd int) error {
-			select {
-			case <-started:
-			default:
-				close(started)
-			}
-			_, err := unix.Read(fd, b[:])
-			return err
-		})
+		_, err := f.Read(context.Background(), b[:])
 		done <- err
 	}()
-	<-started
+	// Once the first Read holds the waiter slot, a second fails at once.
+	for !f.waiting.Load() {
+		select {
+		case err := <-done:
+			t.Fatalf("the first Read ended before the data: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
 	var b [8]byte
 	if _, err := f.Read(context.Background(), b[:]); !errors.Is(err, sys.ErrBusy) {
 		t.Errorf("second Read = %v, want ErrBusy", err)
@@ -148,31 +146,30 @@ func TestWaitAfterCancelledWait(t *testing.T) {
 	}
 }
 
-// rdma_cm's commands and GET_EVENT run on every connection: Write, and a
-// Wait whose fd is ready, allocate nothing.
+// rdma_cm's commands and GET_EVENT run on every connection: Write, and
+// a Read or WaitWrite whose fd is ready, allocate nothing.
 func TestWriteAndReadyWaitAllocateNothing(t *testing.T) {
 	f, _ := newEventFD(t)
 	defer f.Close()
 	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 	var got [8]byte
-	try := func(fd int) error {
-		_, err := sys.RawRead(fd, got[:])
-		return err
-	}
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(100, func() {
 		if _, err := f.Write(one); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Wait(ctx, try); err != nil {
+		if _, err := f.WaitWrite(ctx, one); err != nil { // an eventfd takes writes at once
 			t.Fatal(err)
+		}
+		if n, err := f.Read(ctx, got[:]); err != nil || n != 8 {
+			t.Fatal(n, err)
 		}
 	})
 	if allocs != 0 {
-		t.Errorf("Write + ready Wait: %v allocations, want 0", allocs)
+		t.Errorf("Write + WaitWrite + ready Read: %v allocations, want 0", allocs)
 	}
-	if got[0] != 1 {
-		t.Errorf("Wait read %v, want the 1 written", got)
+	if got[0] != 2 {
+		t.Errorf("Read %v, want the two 1s written, added", got)
 	}
 }
 
@@ -181,5 +178,8 @@ func TestWriteAfterClose(t *testing.T) {
 	f.Close()
 	if _, err := f.Write(make([]byte, 8)); !errors.Is(err, sys.ErrClosed) {
 		t.Fatalf("Write after Close = %v, want ErrClosed", err)
+	}
+	if fd := f.Fd(); fd != -1 {
+		t.Fatalf("Fd after Close = %d, want -1", fd)
 	}
 }

@@ -19,7 +19,6 @@ package ucma
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -34,11 +33,6 @@ const Path = "/dev/infiniband/rdma_cm"
 // File is an open rdma_cm fd: an event channel.
 type File struct {
 	f *evfd.File
-	// getting is set while a GetEvent runs; event is its command, for
-	// tryGetEvent (bound once, in tryEvent, so a wait allocates nothing).
-	getting  atomic.Bool
-	event    []byte
-	tryEvent func(fd int) error
 	// kernel, if set, takes the commands instead of the fd: the fake
 	// kernel of the tests. It gets the whole write and returns its
 	// result.
@@ -55,9 +49,7 @@ func Open() (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	uf := &File{f: f}
-	uf.tryEvent = uf.tryGetEvent
-	return uf, nil
+	return &File{f: f}, nil
 }
 
 // Close closes the fd: the kernel destroys every ID still on it. A
@@ -329,10 +321,6 @@ func (f *File) control(fn func(fd int) error) error {
 // first, an error matching sys.ErrClosed after Close, and an error
 // matching sys.ErrBusy at once when another GetEvent is waiting.
 func (f *File) GetEvent(ctx context.Context, resp *abi.UCMEventResp) error {
-	if !f.getting.CompareAndSwap(false, true) {
-		return &sys.Error{Op: "rdma_cm GET_EVENT", Err: sys.ErrBusy}
-	}
-	defer f.getting.Store(false)
 	s, err := sys.GetScratch()
 	if err != nil {
 		return err
@@ -340,26 +328,16 @@ func (f *File) GetEvent(ctx context.Context, resp *abi.UCMEventResp) error {
 	defer s.Release()
 	kresp := sys.ScratchAt[abi.UCMEventResp](s, respOffset)
 	req := abi.UCMGetEvent{Response: addr(kresp)}
-	f.event = command(s, abi.RDMA_USER_CM_CMD_GET_EVENT, abi.Bytes(&req), int(unsafe.Sizeof(*kresp)))
-	defer func() { f.event = nil }()
+	b := command(s, abi.RDMA_USER_CM_CMD_GET_EVENT, abi.Bytes(&req), int(unsafe.Sizeof(*kresp)))
 	if f.kernel != nil {
-		err = wrap("rdma_cm GET_EVENT", f.kernel(f.event))
+		err = wrap("rdma_cm GET_EVENT", f.kernel(b))
 	} else {
-		err = f.f.Wait(ctx, f.tryEvent)
+		var n int
+		// EAGAIN until an event is queued; the poller waits for it.
+		if n, err = f.f.WaitWrite(ctx, b); err == nil && n != len(b) {
+			err = &sys.Error{Op: "rdma_cm GET_EVENT", Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+		}
 	}
 	*resp = *kresp
 	return err
-}
-
-// tryGetEvent writes the GET_EVENT command in f.event once; EAGAIN means
-// no event yet.
-func (f *File) tryGetEvent(fd int) error {
-	n, err := sys.RawWrite(fd, f.event)
-	if err != nil {
-		return err
-	}
-	if n != len(f.event) {
-		return fmt.Errorf("short write: %d of %d bytes", n, len(f.event))
-	}
-	return nil
 }
