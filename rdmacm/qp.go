@@ -256,19 +256,21 @@ func convertQPAttr(r *abi.QPAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
 	return a, uverbs.QPAttrMask(r.QPAttrMask) & knownQPAttrs
 }
 
-// modifyTo moves qp to state with the kernel's attributes, with the
-// agreed responder resources (RTR) and initiator depth (RTS) unless they
-// are MaxResources.
-func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth uint8) error {
+// modifyTo moves qp to state with the kernel's attributes. agreed, unless
+// it is MaxResources, replaces the kernel's responder resources on RTR
+// and initiator depth on RTS.
+func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, agreed uint8) error {
 	a, mask, err := id.qpAttr(state)
 	if err != nil {
 		return err
 	}
-	if state == uverbs.QPStateRTR && respRes != MaxResources {
-		a.MaxDestRdAtomic = respRes
-	}
-	if state == uverbs.QPStateRTS && initDepth != MaxResources {
-		a.MaxRdAtomic = initDepth
+	if agreed != MaxResources {
+		switch state {
+		case uverbs.QPStateRTR:
+			a.MaxDestRdAtomic = agreed
+		case uverbs.QPStateRTS:
+			a.MaxRdAtomic = agreed
+		}
 	}
 	return qp.Modify(&a, mask)
 }
@@ -276,7 +278,7 @@ func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, respRes, initDepth u
 // initQP is librdmacm's ucma_init_conn_qp / ucma_init_ud_qp: INIT with
 // the kernel's attributes; a UD QP goes on to RTR and RTS.
 func (id *ID) initQP(qp *uverbs.QP) error {
-	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources, MaxResources); err != nil {
+	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources); err != nil {
 		return err
 	}
 	if id.qpType != uverbs.QPTypeUD {
@@ -295,10 +297,10 @@ func (id *ID) modifyQPRTR(respRes uint8) error {
 	if qp == nil {
 		return nil
 	}
-	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources, MaxResources); err != nil {
+	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources); err != nil {
 		return err
 	}
-	return id.modifyTo(qp, uverbs.QPStateRTR, respRes, MaxResources)
+	return id.modifyTo(qp, uverbs.QPStateRTR, respRes)
 }
 
 // modifyQPRTS is ucma_modify_qp_rts, with the agreed initiator depth.
@@ -307,7 +309,7 @@ func (id *ID) modifyQPRTS(initDepth uint8) error {
 	if qp == nil {
 		return nil
 	}
-	return id.modifyTo(qp, uverbs.QPStateRTS, MaxResources, initDepth)
+	return id.modifyTo(qp, uverbs.QPStateRTS, initDepth)
 }
 
 // completeConnect is ucma_process_conn_resp: on the active side, after
