@@ -32,6 +32,7 @@ func init() {
 			"                                           read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw); without\n" +
 			"                                           SERVER wait for a client, with it connect to that server; also\n" +
 			"                                           -w WARMUP -t TXDEPTH -Q CQMOD -yield DUR -cpuprofile FILE\n" +
+			"                                           -allocprofile FILE\n" +
 			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json]\n" +
 			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n",
 		run: benchCmd,
@@ -40,20 +41,21 @@ func init() {
 
 // benchConfig is a parsed bench command line.
 type benchConfig struct {
-	test       bench.Test
-	dev        string        // -d: "" for the first device
-	port       int           // -i
-	gidIndex   int           // -x: -1 picks the port's RoCE v2 IPv4 GID
-	size       int           // -s: bytes per message
-	iters      int           // -n: measured iterations
-	warmup     int           // -w: iterations before them
-	txDepth    int           // -t: send queue depth (bandwidth tests)
-	cqMod      int           // -Q: signal every cqMod-th send (bandwidth tests)
-	tcpPort    int           // -p
-	json       bool          // -json
-	cpuProfile string        // -cpuprofile
-	yield      time.Duration // -yield: let the Go scheduler run this often; 0 never
-	server     string        // the server to connect to; "" to be the server
+	test         bench.Test
+	dev          string        // -d: "" for the first device
+	port         int           // -i
+	gidIndex     int           // -x: -1 picks the port's RoCE v2 IPv4 GID
+	size         int           // -s: bytes per message
+	iters        int           // -n: measured iterations
+	warmup       int           // -w: iterations before them
+	txDepth      int           // -t: send queue depth (bandwidth tests)
+	cqMod        int           // -Q: signal every cqMod-th send (bandwidth tests)
+	tcpPort      int           // -p
+	json         bool          // -json
+	cpuProfile   string        // -cpuprofile
+	allocProfile string        // -allocprofile
+	yield        time.Duration // -yield: let the Go scheduler run this often; 0 never
+	server       string        // the server to connect to; "" to be the server
 }
 
 // Defaults, as perftest's (perftest_parameters.h) where it has one.
@@ -105,6 +107,7 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	fs.IntVar(&c.tcpPort, "p", benchDefTCPPort, "TCP port")
 	fs.BoolVar(&c.json, "json", false, "JSON output")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "CPU profile file")
+	fs.StringVar(&c.allocProfile, "allocprofile", "", "allocation profile file (records every allocation: slows the run)")
 	fs.DurationVar(&c.yield, "yield", benchDefYield, "scheduler yield interval")
 	rest := args[1:]
 	var pos []string
@@ -209,37 +212,36 @@ func (c *benchConfig) rxDepth() int {
 	return min(benchDefRxDepth, c.warmup+c.iters)
 }
 
-// startCPUProfile writes a CPU profile to path (none if path is empty)
-// until stop is called.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
+// startProfiles writes a CPU profile to cpu until stop, and records
+// every allocation until stop, which writes the allocation profile to
+// allocs; an empty path turns its profile off. Recording every
+// allocation slows the program: use it to find what allocates, not to
+// time.
+func startProfiles(cpu, allocs string) (stop func() error, err error) {
+	stopCPU := func() {}
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stopCPU = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
+	if allocs != "" {
+		runtime.MemProfileRate = 1
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
-}
-
-// startAllocProfile records every allocation until stop, which writes
-// the allocation profile to path; with path "" it does nothing.
-// Recording every allocation slows the program: use it to find what
-// allocates, not to time.
-func startAllocProfile(path string) (stop func() error) {
-	if path == "" {
-		return func() error { return nil }
-	}
-	runtime.MemProfileRate = 1
 	return func() error {
-		f, err := os.Create(path)
+		stopCPU()
+		if allocs == "" {
+			return nil
+		}
+		f, err := os.Create(allocs)
 		if err != nil {
 			return err
 		}
@@ -248,7 +250,7 @@ func startAllocProfile(path string) (stop func() error) {
 			return err
 		}
 		return f.Close()
-	}
+	}, nil
 }
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -259,26 +261,34 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	stop, err := startCPUProfile(cfg.cpuProfile)
+	stop, err := startProfiles(cfg.cpuProfile, cfg.allocProfile)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	conn, err := benchDial(ctx, &cfg)
-	if err != nil {
+	res, err := benchRun(ctx, &cfg)
+	if err := errors.Join(err, stop()); err != nil {
 		return err
-	}
-	res, err := runBench(ctx, &cfg, conn)
-	if cerr := conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("bench %v: %w", cfg.test, err)
 	}
 	if cfg.json {
 		return res.WriteJSON(stdout)
 	}
 	return res.WriteText(stdout)
+}
+
+// benchRun connects to the peer and runs the test.
+func benchRun(ctx context.Context, cfg *benchConfig) (*bench.Result, error) {
+	conn, err := benchDial(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res, err := runBench(ctx, cfg, conn)
+	if cerr := conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench %v: %w", cfg.test, err)
+	}
+	return res, nil
 }
 
 // benchDialTimeout is how long a client keeps trying a server that does

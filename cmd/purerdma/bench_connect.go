@@ -80,17 +80,15 @@ func runBenchConnect(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	stop, err := startCPUProfile(o.cpuProfile)
+	stop, err := startProfiles(o.cpuProfile, o.allocProfile)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	stopAllocs := startAllocProfile(o.allocProfile)
 	if o.server == "" {
-		return errors.Join(connectServer(ctx, o, stdout), stopAllocs())
+		return errors.Join(connectServer(ctx, o, stdout), stop())
 	}
 	res, err := connectClient(ctx, o)
-	if err := errors.Join(err, stopAllocs()); err != nil {
+	if err := errors.Join(err, stop()); err != nil {
 		return err
 	}
 	if o.json {

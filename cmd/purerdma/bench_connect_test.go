@@ -105,23 +105,33 @@ func TestBenchConnectVM(t *testing.T) {
 	t.Logf("%s", out.String())
 }
 
-// -allocprofile's file is a gzipped pprof profile.
-func TestAllocProfile(t *testing.T) {
+// -cpuprofile's and -allocprofile's files are gzipped pprof profiles.
+func TestProfiles(t *testing.T) {
 	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
-	path := filepath.Join(t.TempDir(), "allocs")
-	stop := startAllocProfile(path)
+	dir := t.TempDir()
+	cpu, allocs := filepath.Join(dir, "cpu"), filepath.Join(dir, "allocs")
+	stop, err := startProfiles(cpu, allocs)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sink = make([]byte, 4096)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(path)
+	for _, path := range []string{cpu, allocs} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Fatalf("%s starts %x, want gzip's 1f8b", path, b[:min(len(b), 4)])
+		}
+	}
+	stop, err = startProfiles("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Fatalf("profile starts %x, want gzip's 1f8b", b[:min(len(b), 4)])
-	}
-	if err := startAllocProfile("")(); err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("no profile asked for: %v", err)
 	}
 }

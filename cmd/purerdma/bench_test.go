@@ -47,6 +47,7 @@ func TestParseBenchArgs(t *testing.T) {
 		{[]string{"send_bw", "-s", "8", "-t", "64", "-Q", "200", "-cpuprofile", "/tmp/p"}, with(bw, func(c *benchConfig) {
 			c.test, c.size, c.txDepth, c.cqMod, c.warmup, c.cpuProfile = bench.SendBW, 8, 64, 64, 64, "/tmp/p"
 		})},
+		{[]string{"read_bw", "-allocprofile", "/tmp/a"}, with(bw, func(c *benchConfig) { c.test, c.allocProfile = bench.ReadBW, "/tmp/a" })},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
