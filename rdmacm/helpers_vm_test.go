@@ -61,8 +61,14 @@ func newChannel(t *testing.T) *rdmacm.EventChannel {
 // returns it with the address it listens on.
 func listen(t *testing.T, ps rdmacm.PortSpace) (*rdmacm.ID, netip.AddrPort) {
 	t.Helper()
+	return listenOn(t, ps, serverIP)
+}
+
+// listenOn is listen on the address ip, with a port the kernel picks.
+func listenOn(t *testing.T, ps rdmacm.PortSpace, ip netip.Addr) (*rdmacm.ID, netip.AddrPort) {
+	t.Helper()
 	l := newID(t, nil, ps)
-	if err := l.Bind(netip.AddrPortFrom(serverIP, 0)); err != nil {
+	if err := l.Bind(netip.AddrPortFrom(ip, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Listen(0); err != nil {
@@ -72,8 +78,8 @@ func listen(t *testing.T, ps rdmacm.PortSpace) (*rdmacm.ID, netip.AddrPort) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Addr() != serverIP || a.Port() == 0 {
-		t.Fatalf("listener's address %v, want %v with a port", a, serverIP)
+	if a.Addr() != ip || a.Port() == 0 {
+		t.Fatalf("listener's address %v, want %v with a port", a, ip)
 	}
 	return l, a
 }
@@ -100,6 +106,25 @@ func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.I
 		t.Fatal(err)
 	}
 	return c
+}
+
+// acceptRequest takes the listener's next connect request, gives its ID
+// a QP and accepts it as acceptMessage does. The caller closes mr, then
+// s.
+func acceptRequest(ctx context.Context, l *rdmacm.ID, size, n int) (s *rdmacm.ID, mr *uverbs.MR, msg []byte, err error) {
+	req, err := l.GetRequest(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s = req.ID
+	if _, err = s.CreateQP(nil, qpConfig()); err == nil {
+		mr, msg, err = acceptMessage(ctx, s, size, n)
+	}
+	if err != nil {
+		s.Close()
+		return nil, nil, nil, err
+	}
+	return s, mr, msg, nil
 }
 
 // acceptMessage accepts the connect request of s (which has its QP)

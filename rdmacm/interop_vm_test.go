@@ -142,19 +142,11 @@ func TestInteropCClient(t *testing.T) {
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	wait := startTool(t, path, "-s", addr.Addr().String(), "-p", strconv.Itoa(int(addr.Port())))
 	err := func() error {
-		req, err := l.GetRequest(ctx)
+		s, mr, msg, err := acceptRequest(ctx, l, 32, 16)
 		if err != nil {
 			return err
 		}
-		s := req.ID
 		defer s.Close()
-		if _, err := s.CreateQP(nil, qpConfig()); err != nil {
-			return err
-		}
-		mr, msg, err := acceptMessage(ctx, s, 32, 16)
-		if err != nil {
-			return err
-		}
 		defer mr.Close()
 		if len(msg) != 16 {
 			return fmt.Errorf("received %d bytes from rdma_client, want 16", len(msg))

@@ -99,36 +99,18 @@ var (
 func TestRCConnectIPv6(t *testing.T) {
 	needDevices(t)
 	ctx := testContext(t)
-	l := newID(t, nil, rdmacm.PortSpaceTCP)
-	if err := l.Bind(netip.AddrPortFrom(serverIP6, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Listen(0); err != nil {
-		t.Fatal(err)
-	}
-	addr, err := l.LocalAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, addr := listenOn(t, rdmacm.PortSpaceTCP, serverIP6)
 	const fromServer, fromClient = "over IPv6 from the server", "over IPv6 from the client"
 	wait := goRun(t, func() error {
-		req, err := l.GetRequest(ctx)
+		s, mr, msg, err := acceptRequest(ctx, l, 256, 64)
 		if err != nil {
 			return err
 		}
-		s := req.ID
 		defer s.Close()
+		defer mr.Close()
 		if peer, err := s.RemoteAddr(); err != nil || peer.Addr() != clientIP6 {
 			return fmt.Errorf("server sees the client at %v (%v), want %v", peer, err, clientIP6)
 		}
-		if _, err := s.CreateQP(nil, qpConfig()); err != nil {
-			return err
-		}
-		mr, msg, err := acceptMessage(ctx, s, 256, 64)
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
 		if string(msg) != fromClient {
 			return fmt.Errorf("server received %q, want %q", msg, fromClient)
 		}
