@@ -108,6 +108,25 @@ func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.I
 	return c
 }
 
+// sendThenReceive sends msg from offset off of mr's buffer over c's QP,
+// waits for the send's completion and returns the completion of the
+// receive the caller posted for the peer's reply.
+func sendThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, mr *uverbs.MR, off int, msg string) uverbs.WorkCompletion {
+	t.Helper()
+	n := copy(mr.Bytes()[off:], msg)
+	if err := c.PostSend(11, mr, off, n, uverbs.SendSignaled); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetSendComp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := c.GetRecvComp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wc
+}
+
 // acceptRequest takes the listener's next connect request, gives its ID
 // a QP and accepts it as acceptMessage does. The caller closes mr, then
 // s.

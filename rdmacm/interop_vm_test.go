@@ -108,17 +108,7 @@ func TestInteropCServer(t *testing.T) {
 	}
 	defer c.Close()
 	defer mr.Close()
-	n := copy(buf[16:], "go client hello!")
-	if err := c.PostSend(2, mr, 16, n, uverbs.SendSignaled); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.GetSendComp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wc, err := c.GetRecvComp(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wc := sendThenReceive(t, ctx, c, mr, 16, "go client hello!")
 	if wc.ByteLen != 16 {
 		t.Errorf("received %d bytes from rdma_server, want 16", wc.ByteLen)
 	}

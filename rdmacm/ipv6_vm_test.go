@@ -139,17 +139,7 @@ func TestRCConnectIPv6(t *testing.T) {
 	if _, err := c.ConnectContext(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	copy(buf[128:], fromClient)
-	if err := c.PostSend(11, mr, 128, len(fromClient), uverbs.SendSignaled); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.GetSendComp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wc, err := c.GetRecvComp(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wc := sendThenReceive(t, ctx, c, mr, 128, fromClient)
 	if got := string(buf[:wc.ByteLen]); got != fromServer {
 		t.Errorf("client received %q, want %q", got, fromServer)
 	}
