@@ -45,6 +45,7 @@ type connectOpts struct {
 	cpuProfile   string
 	allocProfile string
 	perConnCQs   bool
+	accepters    int
 }
 
 func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
@@ -58,6 +59,7 @@ func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
 	fs.DurationVar(&o.timeout, "t", 2*time.Second, "address and route resolution timeout")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
 	fs.BoolVar(&o.perConnCQs, "percq", false, "give every connection its own CQs and completion channels (cmtime shares one pair)")
+	fs.IntVar(&o.accepters, "accepters", 1, "server: goroutines that create QPs and accept, each taking the next request (cmtime has one thread); 0 handles every event in the event loop")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (runtime/pprof) to this file")
 	fs.StringVar(&o.allocProfile, "allocprofile", "", "record every allocation and write the profile to this file at the end (slows the run)")
 	if err := fs.Parse(args); err != nil {
@@ -69,8 +71,8 @@ func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
 	if o.server == "" && o.bind == "" {
 		return o, usageError("bench connect: -b ADDR (server) or -s SERVER (client)")
 	}
-	if o.conns < 1 || o.port < 1 || o.port > 65535 || o.timeout <= 0 {
-		return o, usageError("bench connect: -c, -p and -t must be positive (-p at most 65535)")
+	if o.conns < 1 || o.port < 1 || o.port > 65535 || o.timeout <= 0 || o.accepters < 0 {
+		return o, usageError("bench connect: -c, -p and -t must be positive, -accepters not negative (-p at most 65535)")
 	}
 	return o, nil
 }
@@ -164,6 +166,7 @@ var connectQP = uverbs.QPConfig{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSend
 // a pair (with channels) per connection instead.
 type connectCQs struct {
 	perConn bool
+	mu      sync.Mutex // accepters share the pairs
 	cqs     map[string][2]*uverbs.CQ
 }
 
@@ -177,6 +180,8 @@ func (c *connectCQs) config(id *rdmacm.ID) (uverbs.QPConfig, error) {
 	if !ok {
 		return cfg, fmt.Errorf("the ID is bound to no device")
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	pair, ok := c.cqs[dev.Name]
 	if !ok {
 		ctx, err := id.Context()
@@ -444,34 +449,52 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 			id.Close()
 		}
 	}
-	requests := make(chan *rdmacm.ID, 1024)
-	disconnects := make(chan *rdmacm.ID, 1024)
-	var workers sync.WaitGroup
-	workers.Go(func() {
-		for id := range requests {
-			cfg, err := cqs.config(id)
-			if err == nil {
-				_, err = id.CreateQP(nil, cfg)
-			}
-			if err == nil {
-				err = id.Accept(nil)
-			}
-			if err != nil {
-				fmt.Fprintf(stdout, "connect request: %v\n", err)
-				id.Reject(nil)
-				closeID(id)
-			}
+	acceptNow := func(id *rdmacm.ID) {
+		cfg, err := cqs.config(id)
+		if err == nil {
+			_, err = id.CreateQP(nil, cfg)
 		}
-	})
-	workers.Go(func() {
-		for id := range disconnects {
-			id.Disconnect()
+		if err == nil {
+			err = id.Accept(nil)
+		}
+		if err != nil {
+			mu.Lock() // stdout is shared by the accepters
+			fmt.Fprintf(stdout, "connect request: %v\n", err)
+			mu.Unlock()
+			id.Reject(nil)
 			closeID(id)
 		}
-	})
-	defer workers.Wait()
-	defer close(disconnects)
-	defer close(requests)
+	}
+	disconnectNow := func(id *rdmacm.ID) {
+		id.Disconnect()
+		closeID(id)
+	}
+	accept, disconnect := acceptNow, disconnectNow
+	// With accepters, requests and disconnects go to goroutines of their
+	// own, as cmtime hands them to its threads; without, the event loop
+	// handles each event itself.
+	if o.accepters > 0 {
+		requests := make(chan *rdmacm.ID, 1024)
+		disconnects := make(chan *rdmacm.ID, 1024)
+		var workers sync.WaitGroup
+		for range o.accepters {
+			workers.Go(func() {
+				for id := range requests {
+					acceptNow(id)
+				}
+			})
+		}
+		workers.Go(func() {
+			for id := range disconnects {
+				disconnectNow(id)
+			}
+		})
+		defer workers.Wait()
+		defer close(disconnects)
+		defer close(requests)
+		accept = func(id *rdmacm.ID) { requests <- id }
+		disconnect = func(id *rdmacm.ID) { disconnects <- id }
+	}
 	for {
 		ev, err := ch.Next(ctx)
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -485,9 +508,9 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 			mu.Lock()
 			open[ev.ID] = true
 			mu.Unlock()
-			requests <- ev.ID
+			accept(ev.ID)
 		case rdmacm.EventDisconnected:
-			disconnects <- ev.ID
+			disconnect(ev.ID)
 		case rdmacm.EventConnectError, rdmacm.EventUnreachable, rdmacm.EventRejected:
 			closeID(ev.ID)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,6 +29,9 @@ func TestBenchConnectFlags(t *testing.T) {
 		{[]string{"-s", "x", "-c", "0"}, false},
 		{[]string{"-s", "x", "-p", "70000"}, false},
 		{[]string{"-s", "x", "extra"}, false},
+		{[]string{"-b", "198.18.0.1", "-accepters", "0"}, true},
+		{[]string{"-b", "198.18.0.1", "-accepters", "4"}, true},
+		{[]string{"-b", "198.18.0.1", "-accepters", "-1"}, false},
 	} {
 		_, err := parseConnectFlags(tc.args, io.Discard)
 		if (err == nil) != tc.ok {
@@ -63,46 +67,56 @@ func TestConnectTable(t *testing.T) {
 }
 
 // TestBenchConnectVM runs the server and a 20-connection client in the
-// VM: every connection is set up and torn down, every step timed.
+// VM, with the server handling requests in its event loop and in
+// accepter goroutines: every connection is set up and torn down, every
+// step timed.
 func TestBenchConnectVM(t *testing.T) {
 	testenv.Devices(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	srvCtx, stopServer := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	var srvOut bytes.Buffer
-	go func() {
-		served <- runBenchConnect(srvCtx, []string{"-b", "198.18.0.1", "-p", "17473"}, &srvOut, io.Discard)
-	}()
-	var out bytes.Buffer
-	var err error
-	for try := 0; try < 50; try++ { // until the server listens
-		out.Reset()
-		if err = runBenchConnect(ctx, []string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-p", "17473", "-c", "20", "-json"}, &out, io.Discard); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+	for i, accepters := range []string{"0", "1", "3"} {
+		t.Run("accepters="+accepters, func(t *testing.T) {
+			port := fmt.Sprint(17473 + i)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			srvCtx, stopServer := context.WithCancel(ctx)
+			served := make(chan error, 1)
+			var srvOut bytes.Buffer
+			go func() {
+				served <- runBenchConnect(srvCtx, []string{"-b", "198.18.0.1", "-p", port, "-accepters", accepters}, &srvOut, io.Discard)
+			}()
+			var out bytes.Buffer
+			var err error
+			for try := 0; try < 50; try++ { // until the server listens
+				out.Reset()
+				if err = runBenchConnect(ctx, []string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-p", port, "-c", "20", "-json"}, &out, io.Discard); err == nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			stopServer()
+			if err != nil {
+				t.Fatalf("client: %v", err)
+			}
+			if err := <-served; err != nil {
+				t.Fatalf("server: %v", err)
+			}
+			if strings.Contains(srvOut.String(), "connect request:") {
+				t.Errorf("server reported failures:\n%s", srvOut.String())
+			}
+			var r ConnectResult
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			if r.Connections != 20 || len(r.Steps) != len(connectSteps) {
+				t.Fatalf("result %+v", r)
+			}
+			for _, s := range r.Steps {
+				if s.TotalMS <= 0 || s.USPerConn <= 0 || s.MaxMS*1000 < s.MinUS {
+					t.Errorf("step %+v", s)
+				}
+			}
+			t.Logf("%s", out.String())
+		})
 	}
-	stopServer()
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	if err := <-served; err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	var r ConnectResult
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	if r.Connections != 20 || len(r.Steps) != len(connectSteps) {
-		t.Fatalf("result %+v", r)
-	}
-	for _, s := range r.Steps {
-		if s.TotalMS <= 0 || s.USPerConn <= 0 || s.MaxMS*1000 < s.MinUS {
-			t.Errorf("step %+v", s)
-		}
-	}
-	t.Logf("%s", out.String())
 }
 
 // -cpuprofile's and -allocprofile's files are gzipped pprof profiles.
