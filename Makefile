@@ -3,7 +3,7 @@
 #   make demo                 boot the soft-RoCE VM and run the end-to-end demo
 #   make test                 lint + host tests + every package's tests in the VM on both kernels
 #   make vmtest KERNEL=6.12   every package's tests in the VM on one kernel
-#   make lint                 gofmt, go vet, CGO_ENABLED=0 build, layering check
+#   make lint                 gofmt, go vet, CGO_ENABLED=0 build, shell syntax, layering check
 #   make bench                benchmarks in one VM boot per kernel
 
 GO      ?= go
@@ -28,6 +28,7 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./...
+	@for f in scripts/* .ci/run; do bash -n "$$f" || exit 1; done
 	$(GO) test -count=1 ./internal/layering
 
 # Host tests: no RDMA here, so device tests skip (PURERDMA_REQUIRE_DEVICE is
