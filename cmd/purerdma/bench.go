@@ -33,7 +33,7 @@ func init() {
 			"                                           SERVER wait for a client, with it connect to that server; also\n" +
 			"                                           -w WARMUP -t TXDEPTH -Q CQMOD -yield DUR -cpuprofile FILE\n" +
 			"                                           -allocprofile FILE\n" +
-			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json]\n" +
+			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json] [-accepters N] [-percq]\n" +
 			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n",
 		run: benchCmd,
 	})

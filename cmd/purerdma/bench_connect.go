@@ -291,8 +291,14 @@ func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
 				return fmt.Errorf("%s %d: %w", connectSteps[step], i, err)
 			}
 		}
-		if err := <-events.done; err != nil {
-			return fmt.Errorf("%s: %w", connectSteps[step], err)
+		// The reader stops without a report when ctx ends.
+		select {
+		case err := <-events.done:
+			if err != nil {
+				return fmt.Errorf("%s: %w", connectSteps[step], err)
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", connectSteps[step], ctx.Err())
 		}
 		steps[step].end = time.Now()
 		for i := range n {
@@ -405,10 +411,12 @@ func (e *stepEvents) read(ctx context.Context, ch *rdmacm.EventChannel) {
 }
 
 // connectServer accepts connections until ctx ends, answering each
-// disconnect by destroying the connection, as cmtime's server does, and
-// with its structure: the event loop hands connect requests to one
-// goroutine (CreateQP, Accept) and disconnects to another (Disconnect,
-// Close), so the three overlap as cmtime's three threads do.
+// disconnect by destroying the connection, as cmtime's server does. With
+// o.accepters 1 it also has cmtime's structure: the event loop hands
+// connect requests to one goroutine (CreateQP, Accept) and disconnects
+// to another (Disconnect, Close), so the three overlap as cmtime's three
+// threads do; more accepters share the requests, and 0 handles every
+// event in the loop.
 func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 	addr, err := resolveHostPort(ctx, o.bind, o.port)
 	if err != nil {

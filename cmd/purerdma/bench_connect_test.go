@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -116,6 +118,34 @@ func TestBenchConnectVM(t *testing.T) {
 			}
 			t.Logf("%s", out.String())
 		})
+	}
+}
+
+// A client whose server never answers returns when its context ends:
+// the event reader stops with the context, and the step waiting for it
+// must not wait on.
+func TestBenchConnectClientCancelled(t *testing.T) {
+	testenv.Devices(t, 2)
+	l, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Bind(netip.MustParseAddrPort("198.18.0.1:17480")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Listen(0); err != nil { // and never takes a request
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = runBenchConnect(ctx, []string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-p", "17480", "-c", "2"}, io.Discard, io.Discard)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("client = %v, want the context's deadline", err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("client returned %v after its context ended", d-3*time.Second)
 	}
 }
 
