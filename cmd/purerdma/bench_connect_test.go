@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"net/netip"
 	"testing"
 	"time"
 
