@@ -114,7 +114,15 @@ func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.I
 func sendThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, mr *uverbs.MR, off int, msg string) uverbs.WorkCompletion {
 	t.Helper()
 	n := copy(mr.Bytes()[off:], msg)
-	if err := c.PostSend(11, mr, off, n, uverbs.SendSignaled); err != nil {
+	return postThenReceive(t, ctx, c, func() error { return c.PostSend(11, mr, off, n, uverbs.SendSignaled) })
+}
+
+// postThenReceive posts one signaled send with post, waits for its
+// completion and returns the completion of the receive the caller posted
+// for the peer's reply.
+func postThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, post func() error) uverbs.WorkCompletion {
+	t.Helper()
+	if err := post(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.GetSendComp(ctx); err != nil {

@@ -100,16 +100,9 @@ func TestUDExchange(t *testing.T) {
 	}
 	defer ah.Close()
 	copy(buf[128:], "datagram from the client")
-	if err := c.PostUDSend(11, mr, 128, 24, uverbs.SendSignaled, ah, ev.UD.QPNum); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.GetSendComp(ctx); err != nil {
-		t.Fatal(err)
-	}
-	wc, err := c.GetRecvComp(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wc := postThenReceive(t, ctx, c, func() error {
+		return c.PostUDSend(11, mr, 128, 24, uverbs.SendSignaled, ah, ev.UD.QPNum)
+	})
 	wait()
 	if s := string(buf[grhLen:wc.ByteLen]); s != "datagram from the server" {
 		t.Errorf("client received %q", s)
