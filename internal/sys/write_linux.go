@@ -17,19 +17,16 @@ func (f *FD) Command(op string, cmd uint32, in, out []byte) error {
 	if (hdr+len(in))%4 != 0 || len(out)%4 != 0 || (hdr+len(in))/4 > 0xffff || len(out)/4 > 0xffff {
 		return &Error{Op: op, Err: fmt.Errorf("bad command size %d/%d", len(in), len(out))}
 	}
-	s, err := GetScratch()
-	if err != nil {
-		return err
-	}
-	defer s.Release()
 	if hdr+len(in) > ScratchSize {
 		return &Error{Op: op, Err: fmt.Errorf("command of %d bytes", len(in))}
 	}
-	b := s.Zero(0, hdr+len(in))
-	binary.NativeEndian.PutUint32(b[0:], cmd)
-	binary.NativeEndian.PutUint16(b[4:], uint16((hdr+len(in))/4))
-	binary.NativeEndian.PutUint16(b[6:], uint16(len(out)/4))
-	copy(b[hdr:], in)
+	s, err := GetScratch()
+	if err != nil {
+		return &Error{Op: op, Err: err}
+	}
+	defer s.Release()
+	b := s.Bytes()[:hdr+len(in)]
+	putCommand(b, cmd, in, len(out))
 	var p pinner
 	defer p.Unpin()
 	p.bytes(out)
@@ -53,7 +50,7 @@ func (f *FD) CommandEx(op string, cmd uint32, in, driverIn []byte, outLen, drive
 	}
 	s, err := GetScratch()
 	if err != nil {
-		return nil, err
+		return nil, &Error{Op: op, Err: err}
 	}
 	defer s.Release()
 	kout := s.Zero(respAt, outLen+driverOutLen)
@@ -83,13 +80,20 @@ func (f *FD) CommandEx(op string, cmd uint32, in, driverIn []byte, outLen, drive
 // that writes the same command many times (a doorbell): the header, then
 // in. outLen is the response length the kernel may write.
 func (f *FD) CommandBuffer(cmd uint32, in []byte, outLen int) []byte {
+	b := make([]byte, int(unsafe.Sizeof(abi.CmdHdr{}))+len(in))
+	putCommand(b, cmd, in, outLen)
+	return b
+}
+
+// putCommand writes a legacy command into b, which is exactly its
+// length: the header (cmd, in and out words), then in. Every byte is
+// set, so b may hold anything before.
+func putCommand(b []byte, cmd uint32, in []byte, outLen int) {
 	const hdr = int(unsafe.Sizeof(abi.CmdHdr{}))
-	b := make([]byte, hdr+len(in))
 	binary.NativeEndian.PutUint32(b[0:], cmd)
-	binary.NativeEndian.PutUint16(b[4:], uint16((hdr+len(in))/4))
+	binary.NativeEndian.PutUint16(b[4:], uint16(len(b)/4))
 	binary.NativeEndian.PutUint16(b[6:], uint16(outLen/4))
 	copy(b[hdr:], in)
-	return b
 }
 
 // CommandPinned issues a legacy write() command without a response whose
