@@ -172,7 +172,9 @@ func (f *File) ready(raw uintptr) bool {
 				return true
 			}
 		}
-		f.stopAfterFunc = context.AfterFunc(f.ctx, f.expire)
+		if f.ctx.Done() != nil { // a context that cannot end needs no callback
+			f.stopAfterFunc = context.AfterFunc(f.ctx, f.expire)
+		}
 	}
 	return false
 }

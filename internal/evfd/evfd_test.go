@@ -183,3 +183,35 @@ func TestWriteAfterClose(t *testing.T) {
 		t.Fatalf("Fd after Close = %d, want -1", fd)
 	}
 }
+
+// A Read that parks under a context that cannot end (Background) arms
+// no context callback, and allocates nothing.
+func TestParkedReadWithBackgroundAllocatesNothing(t *testing.T) {
+	f, w := newEventFD(t)
+	defer f.Close()
+	wake, stop := make(chan struct{}), make(chan struct{})
+	defer close(stop)
+	go func() { // writes a moment after each wake, when the Read has parked
+		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+		for {
+			select {
+			case <-wake:
+			case <-stop:
+				return
+			}
+			time.Sleep(time.Millisecond)
+			unix.Write(w, one)
+		}
+	}()
+	var got [8]byte
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(50, func() {
+		wake <- struct{}{}
+		if n, err := f.Read(ctx, got[:]); err != nil || n != 8 {
+			t.Fatal(n, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("parked Read: %v allocations, want 0", allocs)
+	}
+}
