@@ -2,6 +2,7 @@ package ucma
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -77,10 +78,6 @@ func TestCommandsAndQueuedEventAllocateNothing(t *testing.T) {
 }
 
 var (
-	errNoEvent    = testError("no event within 5 s")
-	errWrongEvent = testError("not the ADDR_RESOLVED of this ID")
+	errNoEvent    = errors.New("no event within 5 s")
+	errWrongEvent = errors.New("not the ADDR_RESOLVED of this ID")
 )
-
-type testError string
-
-func (e testError) Error() string { return string(e) }
