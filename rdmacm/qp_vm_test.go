@@ -14,12 +14,12 @@ import (
 // CreateQP (on an SRQ of the ID's when srq is set), receives one message
 // and returns it, then waits for the client's disconnect.
 //
-// received is closed once the message is in got. A client must wait for
-// it before it disconnects: the server accepts on the client's RTU, and
+// received returns once the message is in got. A client must call it
+// before it disconnects: the server accepts on the client's RTU, and
 // a DREQ sent right after the RTU can reach the server's CM first, which
 // then reports DISCONNECTED in place of ESTABLISHED (seen once in the
 // VM).
-func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait func(), received <-chan struct{}) {
+func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait, received func()) {
 	ctx := testContext(t)
 	rcvd := make(chan struct{})
 	return goRun(t, func() error {
@@ -72,7 +72,13 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait func(), 
 			err = s.Disconnect()
 		}
 		return err
-	}), rcvd
+	}), func() {
+		select {
+		case <-rcvd:
+		case <-ctx.Done():
+			t.Fatal("the server did not receive the message")
+		}
+	}
 }
 
 // TestEstablish drives a client whose QP the caller manages: the QP moves
@@ -162,11 +168,7 @@ func TestEstablish(t *testing.T) {
 	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-received:
-	case <-ctx.Done():
-		t.Fatal("the server did not receive the message")
-	}
+	received()
 	if err := c.DisconnectContext(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +202,7 @@ func TestSRQ(t *testing.T) {
 	if _, err := c.GetSendComp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-received:
-	case <-ctx.Done():
-		t.Fatal("the server did not receive the message")
-	}
+	received()
 	if err := c.DisconnectContext(ctx); err != nil {
 		t.Fatal(err)
 	}
