@@ -23,62 +23,62 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait, receive
 	ctx := testContext(t)
 	rcvd := make(chan struct{})
 	return goRun(t, func() error {
-		req, err := l.GetRequest(ctx)
-		if err != nil {
-			return err
-		}
-		s := req.ID
-		defer s.Close()
-		if srq {
-			if _, err := s.CreateSRQ(nil, uverbs.SRQConfig{MaxWR: 8, MaxSGE: 1}); err != nil {
+			req, err := l.GetRequest(ctx)
+			if err != nil {
 				return err
 			}
-		}
-		mr, err := s.RegMsgs(make([]byte, 64))
-		if err != nil {
-			return err
-		}
-		defer mr.Close()
-		if srq { // before the QP exists: the receive goes to the SRQ
-			if err := s.PostRecv(1, mr, 0, 64); err != nil {
+			s := req.ID
+			defer s.Close()
+			if srq {
+				if _, err := s.CreateSRQ(nil, uverbs.SRQConfig{MaxWR: 8, MaxSGE: 1}); err != nil {
+					return err
+				}
+			}
+			mr, err := s.RegMsgs(make([]byte, 64))
+			if err != nil {
 				return err
 			}
-		}
-		if _, err := s.CreateQP(nil, qpConfig()); err != nil {
-			return err
-		}
-		if !srq {
-			if err := s.PostRecv(1, mr, 0, 64); err != nil {
+			defer mr.Close()
+			if srq { // before the QP exists: the receive goes to the SRQ
+				if err := s.PostRecv(1, mr, 0, 64); err != nil {
+					return err
+				}
+			}
+			if _, err := s.CreateQP(nil, qpConfig()); err != nil {
 				return err
 			}
-		}
-		if req.Conn.SRQ {
-			return errors.New("the request claims the client has an SRQ")
-		}
-		if _, err := s.AcceptContext(ctx, nil); err != nil {
+			if !srq {
+				if err := s.PostRecv(1, mr, 0, 64); err != nil {
+					return err
+				}
+			}
+			if req.Conn.SRQ {
+				return errors.New("the request claims the client has an SRQ")
+			}
+			if _, err := s.AcceptContext(ctx, nil); err != nil {
+				return err
+			}
+			wc, err := s.GetRecvComp(ctx)
+			if err != nil {
+				return err
+			}
+			*got = string(mr.Bytes()[:wc.ByteLen])
+			close(rcvd)
+			ev, err := s.Channel().Next(ctx)
+			if err == nil && ev.Type != rdmacm.EventDisconnected {
+				err = fmt.Errorf("server: %v, want DISCONNECTED", ev)
+			}
+			if err == nil {
+				err = s.Disconnect()
+			}
 			return err
+		}), func() {
+			select {
+			case <-rcvd:
+			case <-ctx.Done():
+				t.Fatal("the server did not receive the message")
+			}
 		}
-		wc, err := s.GetRecvComp(ctx)
-		if err != nil {
-			return err
-		}
-		*got = string(mr.Bytes()[:wc.ByteLen])
-		close(rcvd)
-		ev, err := s.Channel().Next(ctx)
-		if err == nil && ev.Type != rdmacm.EventDisconnected {
-			err = fmt.Errorf("server: %v, want DISCONNECTED", ev)
-		}
-		if err == nil {
-			err = s.Disconnect()
-		}
-		return err
-	}), func() {
-		select {
-		case <-rcvd:
-		case <-ctx.Done():
-			t.Fatal("the server did not receive the message")
-		}
-	}
 }
 
 // TestEstablish drives a client whose QP the caller manages: the QP moves
