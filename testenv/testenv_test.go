@@ -3,6 +3,8 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -89,5 +91,36 @@ func TestVMClocksource(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(b)); got != "tsc" {
 		t.Errorf("clocksource %q, want tsc", got)
+	}
+}
+
+// TestVMPmem: the VM's NVDIMM is device DAX at PURERDMA_PMEM, in a range
+// the kernel lists as persistent memory (what rxe checks before it grants
+// FLUSH_PERSISTENT access), and almost all of its 64 MiB is mappable.
+func TestVMPmem(t *testing.T) {
+	if os.Getenv("PURERDMA_VM") == "" {
+		t.Skip("a property of the test VM: go test -exec scripts/vmexec ./testenv")
+	}
+	dev := os.Getenv("PURERDMA_PMEM")
+	st, err := os.Stat(dev)
+	if err != nil {
+		t.Fatalf("PURERDMA_PMEM=%q: %v", dev, err)
+	}
+	if st.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("%s is %v, want a character device (device DAX)", dev, st.Mode())
+	}
+	b, err := os.ReadFile("/sys/bus/dax/devices/" + filepath.Base(dev) + "/size")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil || size < 60<<20 {
+		t.Errorf("%s size %q, want at least 60 MiB", dev, b)
+	}
+	iomem, err := os.ReadFile("/proc/iomem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(iomem), "Persistent Memory") {
+		t.Errorf("/proc/iomem lists no Persistent Memory")
 	}
 }

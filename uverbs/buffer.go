@@ -14,7 +14,8 @@ import (
 )
 
 // Buffer is page-aligned memory for registration, mapped outside the Go
-// heap (anonymous mmap): the garbage collector never moves or frees it,
+// heap (AllocBuffer's anonymous memory, or a file's pages with MapFile):
+// the garbage collector never moves or frees it,
 // and it shares no page with Go objects, so fork protection (see
 // ForkSafety) marks nothing else. Register it with PD.RegBuffer, or pass
 // Bytes (or a part of it) to PD.RegMR; either way Close is refused while
@@ -32,7 +33,7 @@ import (
 type Buffer struct {
 	mu     sync.Mutex
 	mem    []byte // the whole mapping, nil once closed
-	size   int    // what AllocBuffer was asked for
+	size   int    // what AllocBuffer or MapFile was asked for
 	users  atomic.Int32
 	leaked runtime.Cleanup
 }
@@ -51,6 +52,45 @@ func AllocBuffer(size int) (*Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newBuffer(mem, size), nil
+}
+
+// MapFile maps the first size bytes of f, shared read-write, as a
+// Buffer: what the memory holds is the file's, and stores reach the file.
+// f is a regular file at least size bytes long (a store past its end
+// would fault), or a device that can be mapped, such as device DAX
+// (/dev/daxN.M) over persistent memory: that mapping is the persistent
+// memory itself, which a memory region with AccessFlushPersistent needs
+// (rxe refuses that access on ordinary pages, and the kernel refuses to
+// register pages of a DAX file system at all). f may be closed once
+// MapFile returns; the mapping keeps the file open.
+func MapFile(f *os.File, size int) (*Buffer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("uverbs: MapFile: size %d: must be positive: %w", size, errInvalid)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: MapFile: %w", err)
+	}
+	if st.Mode().IsRegular() && st.Size() < int64(size) {
+		return nil, fmt.Errorf("uverbs: MapFile %s: %d bytes, the file has %d: %w", f.Name(), size, st.Size(), errInvalid)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: MapFile: %w", err)
+	}
+	var mem []byte
+	if cerr := rc.Control(func(fd uintptr) { mem, err = sys.MmapFile(int(fd), size) }); cerr != nil {
+		return nil, fmt.Errorf("uverbs: MapFile: %w", cerr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: MapFile %s: %w", f.Name(), err)
+	}
+	return newBuffer(mem, size), nil
+}
+
+// newBuffer tracks a fresh mapping of at least size bytes.
+func newBuffer(mem []byte, size int) *Buffer {
 	b := &Buffer{mem: mem, size: size}
 	// A leak net: an unreachable, unclosed Buffer is unmapped by the GC.
 	// (A memory region keeps its Buffer reachable while it is open.)
@@ -62,7 +102,7 @@ func AllocBuffer(size int) (*Buffer, error) {
 		sys.Munmap(mem)
 	}, mem)
 	buffers.add(b)
-	return b, nil
+	return b
 }
 
 // buffersLeaked counts Buffers the garbage collector unmapped because
@@ -80,7 +120,7 @@ func (b *Buffer) Bytes() []byte {
 	return b.mem[:b.size:b.size]
 }
 
-// Len is the size AllocBuffer was asked for.
+// Len is the size AllocBuffer or MapFile was asked for.
 func (b *Buffer) Len() int { return b.size }
 
 // Close unmaps the buffer. It fails with EBUSY, and the buffer stays

@@ -108,6 +108,80 @@ func TestAllocBufferSize(t *testing.T) {
 	}
 }
 
+// TestMapFile: the mapping is the file's contents both ways, it outlives
+// the *os.File, and Close unmaps it.
+func TestMapFile(t *testing.T) {
+	ps := os.Getpagesize()
+	f, err := os.CreateTemp(t.TempDir(), "map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("written before the mapping")
+	if _, err := f.WriteAt(want, int64(ps)); err != nil {
+		t.Fatal(err)
+	}
+	size := 2*ps + 100
+	if err := f.Truncate(int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := MapFile(f, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := b.Bytes()
+	if len(mem) != size || b.Len() != size {
+		t.Errorf("len %d Len %d, want %d", len(mem), b.Len(), size)
+	}
+	if addr := uint64(sys.PointerTo(mem)); addr%uint64(ps) != 0 {
+		t.Errorf("address %#x is not page aligned", addr)
+	}
+	if got := string(mem[ps : ps+len(want)]); got != string(want) {
+		t.Errorf("mapping holds %q, the file %q", got, want)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	copy(mem[size-5:], "tail!") // stores reach the file, after its fd is closed
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got[size-5:]) != "tail!" {
+		t.Errorf("file ends %q after a store through the mapping, want tail!", got[size-5:])
+	}
+	if err := b.Close(); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestMapFileBadInput: sizes beyond the file, non-positive sizes and a
+// closed file are refused before anything is mapped.
+func TestMapFileBadInput(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "map")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(4096); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{0, -1, 4097} {
+		if b, err := MapFile(f, size); !errors.Is(err, syscall.EINVAL) {
+			if err == nil {
+				b.Close()
+			}
+			t.Errorf("MapFile(%d bytes of 4096) = %v, want EINVAL", size, err)
+		}
+	}
+	f.Close()
+	if b, err := MapFile(f, 4096); err == nil {
+		b.Close()
+		t.Error("MapFile of a closed file succeeded")
+	}
+}
+
 // TestBufferBusy: a registration on a Buffer (or on part of it) keeps it
 // open; memory outside any Buffer is not counted.
 func TestBufferBusy(t *testing.T) {

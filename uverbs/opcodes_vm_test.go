@@ -484,24 +484,18 @@ func TestFlushAndAtomicWrite(t *testing.T) {
 		noMoreWCs(t, a.cq, "refused requests")
 		return
 	}
-	if !global || !attr.SupportsAtomicWrite() {
-		t.Fatalf("6.12 rxe does not report FLUSH_GLOBAL and ATOMIC_WRITE")
+	if !global || !persistent || !attr.SupportsAtomicWrite() {
+		t.Fatalf("6.12 rxe does not report FLUSH_GLOBAL, FLUSH_PERSISTENT and ATOMIC_WRITE")
 	}
 	// The target of FLUSH needs flush access. rxe grants FLUSH_PERSISTENT
-	// only on persistent memory, which the VM has none of (see
-	// TestMRFlushAccess), so the region allows global flushes.
+	// only on persistent memory (see TestMRFlushAccess), so this region
+	// allows global flushes; "FLUSH persistent" uses the VM's NVDIMM.
 	mem := make([]byte, 4096)
 	fmr, err := b.pd.RegMR(mem, allAccess|uverbs.AccessFlushGlobal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fmr.Close()
-	if pmr, err := b.pd.RegMR(make([]byte, 4096), allAccess|uverbs.AccessFlushGlobal|uverbs.AccessFlushPersistent); err == nil {
-		t.Log("6.12: a FLUSH_PERSISTENT region registered on ordinary memory")
-		pmr.Close()
-	} else {
-		t.Logf("6.12: FLUSH_PERSISTENT on ordinary memory: %v", err)
-	}
 	// The responder QP must allow flushes too (rxe answers a FLUSH to a
 	// QP without flush access with "invalid request").
 	if err := b.qp.Modify(&uverbs.QPAttr{AccessFlags: allAccess | uverbs.AccessFlushGlobal}, uverbs.QPAttrAccessFlags); err != nil {
@@ -538,6 +532,32 @@ func TestFlushAndAtomicWrite(t *testing.T) {
 			wantBytes(t, "flushed memory", a.buf[:256], mem[1024:1280])
 		})
 	}
+	t.Run("FLUSH persistent", func(t *testing.T) {
+		// Persistence needs persistent memory (the VM's NVDIMM, device
+		// DAX) under the target region, and flush access on its QP.
+		pb := pmemBuffer(t, 1<<20)
+		again := pmemBuffer(t, 1<<20) // a second mapping of the same memory
+		both := allAccess | uverbs.AccessFlushGlobal | uverbs.AccessFlushPersistent
+		pmr, err := b.pd.RegBuffer(pb, both)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pmr.Close()
+		if err := b.qp.Modify(&uverbs.QPAttr{AccessFlags: both}, uverbs.QPAttrAccessFlags); err != nil {
+			t.Fatal(err)
+		}
+		for i, level := range []uverbs.FlushLevel{uverbs.FlushRange, uverbs.FlushMR} {
+			off := uint64(4096 * (i + 1))
+			fillPattern(a.buf[:512], byte(20+i))
+			mustPostSend(t, a, &uverbs.SendWR{WRID: 5, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(0, 512)},
+				RemoteAddr: pmr.Addr() + off, RKey: pmr.RKey(),
+				Next: &uverbs.SendWR{WRID: 6, Opcode: uverbs.WRFlush, Flags: uverbs.SendSignaled, FlushType: uverbs.FlushPersistent,
+					FlushLevel: level, FlushLength: 512, RemoteAddr: pmr.Addr() + off, RKey: pmr.RKey()}})
+			checkWCs(t, "persistent flush", []uverbs.WorkCompletion{sendWC(a.qp, 6, uverbs.WCFlush, 512)}, pollWCs(t, a.cq, 1))
+			wantBytes(t, "persistent memory", a.buf[:512], pb.Bytes()[off:off+512])
+			wantBytes(t, "the device through another mapping", a.buf[:512], again.Bytes()[off:off+512])
+		}
+	})
 	t.Run("bad FLUSH type", func(t *testing.T) {
 		for _, typ := range []uverbs.FlushType{0, 4} {
 			err := a.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRFlush, FlushType: typ, RemoteAddr: fmr.Addr(), RKey: fmr.RKey()})

@@ -17,6 +17,14 @@ func MmapAnon(length int) ([]byte, error) {
 	return b, errnoErr("mmap anonymous", err)
 }
 
+// MmapFile maps the first length bytes of the open file fd, shared
+// read-write: stores reach the file, and on a DAX file system the
+// mapping is the persistent memory itself. Release it with Munmap.
+func MmapFile(fd int, length int) ([]byte, error) {
+	b, err := rawMmap(fd, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	return b, errnoErr("mmap file", err)
+}
+
 // DontFork marks the pages of [addr, addr+length) so that a child process
 // does not inherit them (madvise MADV_DONTFORK). addr and length must be
 // page aligned, and the memory must stay mapped across the call.

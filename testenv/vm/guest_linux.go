@@ -72,6 +72,9 @@ func guestRun() guestStatus {
 	if err := setupRXE(); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
+	if err := setupPmem(); err != nil {
+		return guestStatus{Error: err.Error()}
+	}
 
 	// Look the command up in the host's PATH, as the host would.
 	for _, kv := range gc.Env {
@@ -212,4 +215,62 @@ func saveDmesg() {
 	if err == nil && n > 0 {
 		os.WriteFile(filepath.Join(outDir, "dmesg"), buf[:n], 0o644)
 	}
+}
+
+// setupPmem turns the NVDIMM into pmemDevice. QEMU's NVDIMM has no label
+// area, so the kernel binds it as a raw namespace; it is switched to
+// device DAX the way ndctl create-namespace -m devdax does: unbind the
+// namespace, point the region's dax seed at it (4 KiB alignment, so that
+// mappings of any page multiple work; struct pages kept on the device)
+// and bind the dax device to dax_pmem.
+func setupPmem() error {
+	const (
+		nd = "/sys/bus/nd"
+		ns = "namespace0.0"
+	)
+	if err := waitFor(nd + "/devices/" + ns + "/driver"); err != nil {
+		return err
+	}
+	seed, err := os.ReadFile(nd + "/devices/region0/dax_seed")
+	if err != nil {
+		return fmt.Errorf("pmem: %w", err)
+	}
+	dax := strings.TrimSpace(string(seed))
+	uuid := make([]byte, 16)
+	if _, err := unix.Getrandom(uuid, 0); err != nil {
+		return fmt.Errorf("pmem: %w", err)
+	}
+	for _, w := range [][2]string{
+		{nd + "/drivers/nd_pmem/unbind", ns},
+		{nd + "/devices/" + dax + "/uuid", fmt.Sprintf("%x-%x-%x-%x-%x", uuid[0:4], uuid[4:6], uuid[6:8], uuid[8:10], uuid[10:])},
+		{nd + "/devices/" + dax + "/mode", "pmem"},
+		{nd + "/devices/" + dax + "/align", "4096"},
+		{nd + "/devices/" + dax + "/namespace", ns},
+		{nd + "/drivers/dax_pmem/bind", dax},
+	} {
+		if err := os.WriteFile(w[0], []byte(w[1]), 0o200); err != nil {
+			return fmt.Errorf("pmem: device DAX: %w", err)
+		}
+	}
+	if err := waitFor(pmemDevice); err != nil {
+		return err
+	}
+	return unix.Chmod(pmemDevice, 0o666)
+}
+
+// waitFor waits up to 10 s for each path to exist.
+func waitFor(paths ...string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range paths {
+		for {
+			if _, err := os.Stat(p); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pmem: %s did not appear in 10s", p)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }

@@ -22,6 +22,8 @@ var bootModules = []string{
 	"virtio_pci", "9pnet_virtio", "9p", "overlay",
 	"ib_uverbs", "rdma_ucm", "rdma_rxe",
 	"veth", "dummy",
+	// Persistent memory: the NVDIMM (nfit, nd_pmem) as device DAX.
+	"nfit", "nd_pmem", "dax_pmem", "device_dax",
 }
 
 // module is one loadable module, ready to go into the initramfs.

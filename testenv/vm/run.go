@@ -143,6 +143,12 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		return res, false, fmt.Errorf("rxevm: %w", err)
 	}
 	defer os.RemoveAll(out)
+	// The NVDIMM's backing: QEMU creates an unlinked file in this folder.
+	pmemDir, err := os.MkdirTemp("", "rxevm-pmem-")
+	if err != nil {
+		return res, false, fmt.Errorf("rxevm: %w", err)
+	}
+	defer os.RemoveAll(pmemDir)
 	marker := make([]byte, 8)
 	rand.Read(marker)
 	gc := guestConfig{Args: cfg.Args, Dir: cfg.Dir, Env: guestEnv(cfg.Env, k), Marker: hex.EncodeToString(marker)}
@@ -178,7 +184,13 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 	const clockArgs = "tsc=reliable clocksource=tsc"
 	args := []string{
 		"-accel", "tcg,thread=multi", "-cpu", "max",
-		"-m", strconv.Itoa(cfg.MemoryMB), "-smp", strconv.Itoa(cfg.CPUs),
+		"-smp", strconv.Itoa(cfg.CPUs),
+		// An emulated NVDIMM (ACPI NFIT): the guest's persistent memory,
+		// which rxe requires for FLUSH_PERSISTENT (guest_linux.go).
+		"-machine", "pc,nvdimm=on",
+		"-m", fmt.Sprintf("%d,slots=1,maxmem=%dM", cfg.MemoryMB, cfg.MemoryMB+pmemMB),
+		"-object", fmt.Sprintf("memory-backend-file,id=pmem0,share=on,mem-path=%s,size=%dM", pmemDir, pmemMB),
+		"-device", "nvdimm,id=nvdimm0,memdev=pmem0",
 		"-display", "none", "-no-reboot", "-nic", "none", "-nodefaults", "-serial", "stdio",
 		"-kernel", k.Vmlinuz(), "-initrd", initrd,
 		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 oops=panic " + clockArgs,
@@ -240,18 +252,28 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 	return res, res.Boot == 0, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
 }
 
+// pmemMB is the size of the VM's NVDIMM.
+const pmemMB = 64
+
+// pmemDevice is the guest's persistent memory: device DAX, mapped
+// directly (guest_linux.go sets it up). A DAX file system would not do:
+// the kernel refuses memory registration's long-term page pinning on
+// fsdax pages (EOPNOTSUPP).
+const pmemDevice = "/dev/dax0.0"
+
 // guestEnv is the host environment plus what tells tests they are in the
 // VM and must find devices.
 func guestEnv(env []string, k Kernel) []string {
 	var out []string
 	for _, kv := range env {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "PURERDMA_REQUIRE_DEVICE", "PURERDMA_VM", "PURERDMA_VM_KERNEL":
+		case "PURERDMA_REQUIRE_DEVICE", "PURERDMA_VM", "PURERDMA_VM_KERNEL", "PURERDMA_PMEM":
 		default:
 			out = append(out, kv)
 		}
 	}
-	return append(out, "PURERDMA_REQUIRE_DEVICE=1", "PURERDMA_VM="+k.Release, "PURERDMA_VM_PACKAGE="+k.Package)
+	return append(out, "PURERDMA_REQUIRE_DEVICE=1", "PURERDMA_VM="+k.Release, "PURERDMA_VM_PACKAGE="+k.Package,
+		"PURERDMA_PMEM="+pmemDevice)
 }
 
 // consoleFilter passes the serial console through between the guest's

@@ -115,8 +115,8 @@ func TestConsoleFilter(t *testing.T) {
 }
 
 func TestGuestEnv(t *testing.T) {
-	got := guestEnv([]string{"A=1", "PURERDMA_REQUIRE_DEVICE=0", "PURERDMA_VM=x"}, Kernel{Release: "6.1.0-1-amd64", Package: "p"})
-	want := []string{"A=1", "PURERDMA_REQUIRE_DEVICE=1", "PURERDMA_VM=6.1.0-1-amd64", "PURERDMA_VM_PACKAGE=p"}
+	got := guestEnv([]string{"A=1", "PURERDMA_REQUIRE_DEVICE=0", "PURERDMA_VM=x", "PURERDMA_PMEM=/dev/other"}, Kernel{Release: "6.1.0-1-amd64", Package: "p"})
+	want := []string{"A=1", "PURERDMA_REQUIRE_DEVICE=1", "PURERDMA_VM=6.1.0-1-amd64", "PURERDMA_VM_PACKAGE=p", "PURERDMA_PMEM=/dev/dax0.0"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("guestEnv (-want +got):\n%s", diff)
 	}
