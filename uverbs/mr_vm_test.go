@@ -262,6 +262,22 @@ func pmemBuffer(t *testing.T, size int) *uverbs.Buffer {
 	return b
 }
 
+// regAndClose registers b with access, which must succeed and be granted
+// whole, and deregisters it.
+func regAndClose(t *testing.T, pd *uverbs.PD, b *uverbs.Buffer, access uverbs.Access, what string) {
+	t.Helper()
+	mr, err := pd.RegBuffer(b, access)
+	if err != nil {
+		t.Fatalf("RegBuffer(%v) on %s: %v", access, what, err)
+	}
+	if mr.Access() != access {
+		t.Errorf("Access = %v, want %v", mr.Access(), access)
+	}
+	if err := mr.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMRFlushAccess: Linux 6.2 added the flush access bits. On 6.1 the
 // kernel rejects them and the error says so (ErrNotSupported); on 6.12
 // rxe takes FLUSH_GLOBAL on any memory, and FLUSH_PERSISTENT only on
@@ -279,34 +295,15 @@ func TestMRFlushAccess(t *testing.T) {
 	global := base | uverbs.AccessFlushGlobal
 	both := global | uverbs.AccessFlushPersistent
 	if kernel612() {
-		mr, err := pd.RegBuffer(b, global)
-		if err != nil {
-			t.Fatalf("6.12: RegBuffer(%v): %v", global, err)
-		}
-		if mr.Access() != global {
-			t.Errorf("Access = %v, want %v", mr.Access(), global)
-		}
-		if err := mr.Close(); err != nil {
-			t.Fatal(err)
-		}
-		mr, err = pd.RegBuffer(b, both)
+		regAndClose(t, pd, b, global, "ordinary memory")
+		mr, err := pd.RegBuffer(b, both)
 		if err == nil {
 			mr.Close()
 			t.Errorf("6.12: RegBuffer(%v) on ordinary memory succeeded", both)
 		} else if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "persistent memory") {
 			t.Errorf("6.12: RegBuffer(%v) on ordinary memory = %v, want EINVAL explaining persistent memory", both, err)
 		}
-		pb := pmemBuffer(t, 1<<20)
-		mr, err = pd.RegBuffer(pb, both)
-		if err != nil {
-			t.Fatalf("6.12: RegBuffer(%v) on persistent memory: %v", both, err)
-		}
-		if mr.Access() != both {
-			t.Errorf("Access = %v, want %v", mr.Access(), both)
-		}
-		if err := mr.Close(); err != nil {
-			t.Fatal(err)
-		}
+		regAndClose(t, pd, pmemBuffer(t, 1<<20), both, "persistent memory")
 		return
 	}
 	// 6.1 refuses the access bits whatever the memory.
