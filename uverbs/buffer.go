@@ -62,8 +62,8 @@ func AllocBuffer(size int) (*Buffer, error) {
 // (/dev/daxN.M) over persistent memory: that mapping is the persistent
 // memory itself, which a memory region with AccessFlushPersistent needs
 // (rxe refuses that access on ordinary pages, and the kernel refuses to
-// register pages of a DAX file system at all). f may be closed once
-// MapFile returns; the mapping keeps the file open.
+// pin pages of a DAX file system for a registration: EOPNOTSUPP). f may
+// be closed once MapFile returns; the mapping keeps the file open.
 func MapFile(f *os.File, size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("uverbs: MapFile: size %d: must be positive: %w", size, errInvalid)
