@@ -444,6 +444,22 @@ func TestMemoryWindowType2(t *testing.T) {
 	})
 }
 
+// writeThenFlush writes n bytes of a pattern from a to mr at off and, in
+// the same post, flushes them with typ and level: the flush completes
+// after the write is placed. It checks the flush's completion and
+// returns the bytes written.
+func writeThenFlush(t *testing.T, a *end, mr *uverbs.MR, off, n int, seed byte, typ uverbs.FlushType, level uverbs.FlushLevel) []byte {
+	t.Helper()
+	fillPattern(a.buf[:n], seed)
+	remote := mr.Addr() + uint64(off)
+	mustPostSend(t, a, &uverbs.SendWR{WRID: 2, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(0, n)},
+		RemoteAddr: remote, RKey: mr.RKey(),
+		Next: &uverbs.SendWR{WRID: 3, Opcode: uverbs.WRFlush, Flags: uverbs.SendSignaled, FlushType: typ,
+			FlushLevel: level, FlushLength: uint64(n), RemoteAddr: remote, RKey: mr.RKey()}})
+	checkWCs(t, "flush", []uverbs.WorkCompletion{sendWC(a.qp, 3, uverbs.WCFlush, n)}, pollWCs(t, a.cq, 1))
+	return a.buf[:n]
+}
+
 // TestFlushAndAtomicWrite: on 6.12 FLUSH and ATOMIC_WRITE complete and do
 // what they say; on 6.1 PostSend refuses them with ErrNotSupported
 // before anything is posted.
@@ -521,15 +537,8 @@ func TestFlushAndAtomicWrite(t *testing.T) {
 		level uverbs.FlushLevel
 	}{{"FLUSH range", uverbs.FlushRange}, {"FLUSH region", uverbs.FlushMR}} {
 		t.Run(tt.name, func(t *testing.T) {
-			// A write, then a flush of what it wrote: the flush completes
-			// after the write is placed.
-			fillPattern(a.buf[:256], 7)
-			mustPostSend(t, a, &uverbs.SendWR{WRID: 2, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(0, 256)},
-				RemoteAddr: fmr.Addr() + 1024, RKey: fmr.RKey(),
-				Next: &uverbs.SendWR{WRID: 3, Opcode: uverbs.WRFlush, Flags: uverbs.SendSignaled, FlushType: uverbs.FlushGlobal,
-					FlushLevel: tt.level, FlushLength: 256, RemoteAddr: fmr.Addr() + 1024, RKey: fmr.RKey()}})
-			checkWCs(t, "flush", []uverbs.WorkCompletion{sendWC(a.qp, 3, uverbs.WCFlush, 256)}, pollWCs(t, a.cq, 1))
-			wantBytes(t, "flushed memory", a.buf[:256], mem[1024:1280])
+			sent := writeThenFlush(t, a, fmr, 1024, 256, 7, uverbs.FlushGlobal, tt.level)
+			wantBytes(t, "flushed memory", sent, mem[1024:1280])
 		})
 	}
 	t.Run("FLUSH persistent", func(t *testing.T) {
@@ -547,15 +556,10 @@ func TestFlushAndAtomicWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, level := range []uverbs.FlushLevel{uverbs.FlushRange, uverbs.FlushMR} {
-			off := uint64(4096 * (i + 1))
-			fillPattern(a.buf[:512], byte(20+i))
-			mustPostSend(t, a, &uverbs.SendWR{WRID: 5, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(0, 512)},
-				RemoteAddr: pmr.Addr() + off, RKey: pmr.RKey(),
-				Next: &uverbs.SendWR{WRID: 6, Opcode: uverbs.WRFlush, Flags: uverbs.SendSignaled, FlushType: uverbs.FlushPersistent,
-					FlushLevel: level, FlushLength: 512, RemoteAddr: pmr.Addr() + off, RKey: pmr.RKey()}})
-			checkWCs(t, "persistent flush", []uverbs.WorkCompletion{sendWC(a.qp, 6, uverbs.WCFlush, 512)}, pollWCs(t, a.cq, 1))
-			wantBytes(t, "persistent memory", a.buf[:512], pb.Bytes()[off:off+512])
-			wantBytes(t, "the device through another mapping", a.buf[:512], again.Bytes()[off:off+512])
+			off := 4096 * (i + 1)
+			sent := writeThenFlush(t, a, pmr, off, 512, byte(20+i), uverbs.FlushPersistent, level)
+			wantBytes(t, "persistent memory", sent, pb.Bytes()[off:off+512])
+			wantBytes(t, "the device through another mapping", sent, again.Bytes()[off:off+512])
 		}
 	})
 	t.Run("bad FLUSH type", func(t *testing.T) {

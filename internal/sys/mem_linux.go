@@ -20,7 +20,7 @@ func MmapAnon(length int) ([]byte, error) {
 // MmapFile maps the first length bytes of the open file fd, shared
 // read-write: stores reach the file, and on a DAX file system the
 // mapping is the persistent memory itself. Release it with Munmap.
-func MmapFile(fd int, length int) ([]byte, error) {
+func MmapFile(fd, length int) ([]byte, error) {
 	b, err := rawMmap(fd, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	return b, errnoErr("mmap file", err)
 }

@@ -258,19 +258,16 @@ func setupPmem() error {
 	return unix.Chmod(pmemDevice, 0o666)
 }
 
-// waitFor waits up to 10 s for each path to exist.
-func waitFor(paths ...string) error {
+// waitFor waits up to 10 s for path to exist.
+func waitFor(path string) error {
 	deadline := time.Now().Add(10 * time.Second)
-	for _, p := range paths {
-		for {
-			if _, err := os.Stat(p); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("pmem: %s did not appear in 10s", p)
-			}
-			time.Sleep(20 * time.Millisecond)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
 		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pmem: %s did not appear in 10s", path)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return nil
 }
