@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/spin"
 )
 
 // bench measures latency and bandwidth between two purerdma processes,
@@ -72,14 +73,8 @@ const (
 	benchDefLatWarmup  = 100   // purerdma's own: perftest warms up no latency test
 	benchDefTCPPort    = 18515 // perftest's default port
 	benchMinIters      = 5     // perftest's MIN_ITER
-	// defYield is how often the polling goroutine calls runtime.Gosched,
-	// at a point where it waits anyway: well inside the 10 ms after which
-	// the runtime's sysmon forces a preemption (a signal, or taking the P
-	// away in the middle of the doorbell system call), which costs far
-	// more. docs/performance.md has the measurements.
-	benchDefYield   = 5 * time.Millisecond
-	benchMaxTxDepth = 16384
-	benchMaxYield   = 9 * time.Millisecond // past 10 ms, sysmon preempts first
+	benchMaxTxDepth    = 16384
+	benchMaxYield      = 9 * time.Millisecond // past 10 ms, sysmon preempts first
 )
 
 func parseBenchArgs(args []string) (benchConfig, error) {
@@ -108,7 +103,7 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	fs.BoolVar(&c.json, "json", false, "JSON output")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "CPU profile file")
 	fs.StringVar(&c.allocProfile, "allocprofile", "", "allocation profile file (records every allocation: slows the run)")
-	fs.DurationVar(&c.yield, "yield", benchDefYield, "scheduler yield interval")
+	fs.DurationVar(&c.yield, "yield", spin.DefaultInterval, "scheduler yield interval (package spin)")
 	rest := args[1:]
 	var pos []string
 	for {

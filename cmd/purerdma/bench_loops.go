@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/metrics"
 	"time"
 
 	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/internal/cycles"
 	"github.com/purerdma/rdma/mmio"
+	"github.com/purerdma/rdma/spin"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -34,7 +35,7 @@ type benchRunner struct {
 }
 
 func newBenchRunner(ctx context.Context, cfg *benchConfig, ep *benchEndpoint, peer bench.Hello) *benchRunner {
-	r := &benchRunner{ctx: ctx, cfg: cfg, ep: ep, peer: peer, server: cfg.server == "", w: newSpinWaiter(ctx)}
+	r := &benchRunner{ctx: ctx, cfg: cfg, ep: ep, peer: peer, server: cfg.server == "", w: spinWaiter{pace: spin.New(ctx, cfg.yield)}}
 	r.src = []uverbs.SGE{{Addr: ep.mr.Addr(), Length: uint32(cfg.size), LKey: ep.mr.LKey()}}
 	r.dst = []uverbs.SGE{{Addr: ep.mr.Addr() + uint64(ep.region), Length: uint32(cfg.size), LKey: ep.mr.LKey()}}
 	return r
@@ -74,13 +75,6 @@ func (r *benchRunner) run() (*bench.Result, error) {
 		} else {
 			bw = bench.BWStamps{Posted: make([]uint64, cfg.iters), Completed: make([]uint64, cfg.iters)}
 		}
-	}
-	if cfg.yield > 0 {
-		// The cycle rate, roughly, to schedule the yields by.
-		est := bench.StartClock()
-		time.Sleep(20 * time.Millisecond)
-		r.w.yieldEvery = max(uint64(est.Estimate()*float64(cfg.yield.Microseconds())), 1)
-		r.w.nextYield = bench.Cycles() + r.w.yieldEvery
 	}
 	gc0 := benchGCCycles()
 	clock := bench.StartClock()
@@ -160,7 +154,9 @@ func (r *benchRunner) writeLat(stamps []uint64) error {
 	word, shift := last&^3, uint(last&3)*8
 	var scnt, rcnt, ccnt int
 	for scnt < total || ccnt < total || rcnt < total {
-		r.w.yieldIfDue()
+		if err := r.w.tick(); err != nil {
+			return err
+		}
 		if rcnt < total && !(scnt == 0 && r.server) {
 			rcnt++
 			for want := byte(rcnt); byte(mmio.LoadUint32(ep.mem, word)>>shift) != want; {
@@ -172,7 +168,7 @@ func (r *benchRunner) writeLat(stamps []uint64) error {
 		}
 		if scnt < total {
 			if scnt >= warm && stamps != nil {
-				stamps[scnt-warm] = bench.Cycles()
+				stamps[scnt-warm] = cycles.Read()
 			}
 			scnt++
 			ep.mem[size-1] = byte(scnt)
@@ -199,7 +195,9 @@ func (r *benchRunner) sendLat(stamps []uint64) error {
 	rwr := uverbs.RecvWR{SGL: r.dst}
 	var scnt, rcnt int
 	for scnt < total || rcnt < total {
-		r.w.yieldIfDue()
+		if err := r.w.tick(); err != nil {
+			return err
+		}
 		if rcnt < total && !(scnt == 0 && !r.server) {
 			if err := r.waitOne(ep.rcq); err != nil {
 				return err
@@ -213,7 +211,7 @@ func (r *benchRunner) sendLat(stamps []uint64) error {
 		}
 		if scnt < total {
 			if scnt >= warm && stamps != nil {
-				stamps[scnt-warm] = bench.Cycles()
+				stamps[scnt-warm] = cycles.Read()
 			}
 			scnt++
 			if err := ep.qp.PostSend(&swr); err != nil {
@@ -237,9 +235,11 @@ func (r *benchRunner) roundTrips(stamps []uint64) error {
 		wr.Opcode, wr.CompareAdd = uverbs.WRAtomicFetchAndAdd, 1
 	}
 	for scnt := range r.total() {
-		r.w.yieldIfDue()
+		if err := r.w.tick(); err != nil {
+			return err
+		}
 		if scnt >= warm {
-			stamps[scnt-warm] = bench.Cycles()
+			stamps[scnt-warm] = cycles.Read()
 		}
 		if err := ep.qp.PostSend(&wr); err != nil {
 			return err
@@ -275,14 +275,16 @@ func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *bench.BWStamps) erro
 		for scnt < n && scnt-ccnt < depth {
 			// Every post, not every burst: a burst of big messages can
 			// last longer than sysmon's 10 ms.
-			r.w.yieldIfDue()
+			if err := r.w.tick(); err != nil {
+				return err
+			}
 			wr.WRID = uint64(scnt)
 			wr.Flags = 0
 			if scnt%mod == mod-1 || scnt == n-1 {
 				wr.Flags = uverbs.SendSignaled
 			}
 			if st != nil {
-				st.Posted[scnt] = bench.Cycles()
+				st.Posted[scnt] = cycles.Read()
 			}
 			if err := ep.qp.PostSend(wr); err != nil {
 				if errors.Is(err, uverbs.ErrBusy) {
@@ -313,7 +315,7 @@ func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *bench.BWStamps) erro
 			}
 			ccnt = id + 1
 			if st != nil {
-				st.Completed[id] = bench.Cycles()
+				st.Completed[id] = cycles.Read()
 			}
 		}
 	}
@@ -344,7 +346,9 @@ func (r *benchRunner) receive() error {
 				return err
 			}
 			rcnt++
-			r.w.yieldIfDue()
+			if err := r.w.tick(); err != nil {
+				return err
+			}
 			if posted < total {
 				if err := ep.qp.PostRecv(&rwr); err != nil {
 					return err
@@ -385,44 +389,27 @@ func benchWCError(wc *uverbs.WorkCompletion) error {
 // up on the peer.
 const benchStallTimeout = 30 * time.Second
 
-// spinWaiter is what a busy-poll loop calls on every empty poll: every
-// 4096th call it checks for cancellation, and after about a million calls
-// in a row it starts a clock that ends the wait after benchStallTimeout.
-// It costs a counter increment otherwise, and never allocates.
-//
-// It also schedules the yields: the loops call yieldIfDue once per
-// iteration (and spin on the first empty poll of a wait and every 4096th),
-// which runs runtime.Gosched when yieldEvery cycles have passed since the
-// last one. A goroutine that never reschedules is preempted by the
-// runtime's sysmon after 10 ms: with a signal if it runs, by taking its P
-// away if it is in the doorbell system call; each costs far more than a
-// voluntary Gosched, and keeps sysmon polling every 20 us (see
-// docs/performance.md).
+// spinWaiter paces the loops with a spin.Waiter (which yields to the
+// scheduler every -yield, so the runtime never preempts a loop: see
+// docs/performance.md) and notices a peer that stopped: after about a
+// million empty polls in a row it starts a clock that ends the wait
+// after benchStallTimeout. The loops call tick once per iteration and
+// spin on every empty poll; neither allocates.
 type spinWaiter struct {
-	ctx   context.Context
-	done  <-chan struct{}
+	pace  *spin.Waiter
 	spins uint64
 	since time.Time
-
-	yieldEvery, nextYield uint64
 }
 
-func newSpinWaiter(ctx context.Context) spinWaiter { return spinWaiter{ctx: ctx, done: ctx.Done()} }
+// tick is called once per iteration of a loop.
+func (w *spinWaiter) tick() error { return w.pace.Spin() }
 
+// spin is called on every empty poll.
 func (w *spinWaiter) spin() error {
+	if err := w.pace.Spin(); err != nil {
+		return err
+	}
 	w.spins++
-	if w.spins == 1 {
-		w.yieldIfDue()
-	}
-	if w.spins&(1<<12-1) != 0 {
-		return nil
-	}
-	w.yieldIfDue() // a long wait
-	select {
-	case <-w.done:
-		return w.ctx.Err()
-	default:
-	}
 	if w.spins&(1<<20-1) == 0 {
 		now := time.Now()
 		if w.since.IsZero() {
@@ -432,17 +419,6 @@ func (w *spinWaiter) spin() error {
 		}
 	}
 	return nil
-}
-
-// yieldIfDue lets the scheduler run if the last time was yieldEvery
-// cycles ago.
-func (w *spinWaiter) yieldIfDue() {
-	if w.yieldEvery != 0 {
-		if now := bench.Cycles(); now >= w.nextYield {
-			runtime.Gosched()
-			w.nextYield = bench.Cycles() + w.yieldEvery
-		}
-	}
 }
 
 // reset records progress.

@@ -1,8 +1,12 @@
 package bench
 
-import "time"
+import (
+	"time"
 
-// Clock converts Cycles readings to time. Its rate is measured against
+	"github.com/purerdma/rdma/internal/cycles"
+)
+
+// Clock converts cycles.Read readings to time. Its rate is measured against
 // the monotonic clock over the run itself, from StartClock to Rate, so it
 // needs neither /proc/cpuinfo nor a separate calibration loop (perftest's
 // sampling loop fails under emulation with "Correlation coefficient r^2
@@ -27,9 +31,9 @@ func pair() (float64, time.Time) {
 	var c float64
 	var t time.Time
 	for i := 0; i < 8; i++ {
-		a := Cycles()
+		a := cycles.Read()
 		now := time.Now()
-		b := Cycles()
+		b := cycles.Read()
 		if b < a {
 			continue
 		}

@@ -27,14 +27,16 @@ var allowed = map[string][]string{
 	"internal/cmd/genabi":  {"internal/cmd/genabi/"},
 	"internal/cmd/genabi/": {"internal/cmd/genabi/"},
 	"internal/layering":    nil,
-	"internal/bench":       nil,
+	"internal/bench":       {"internal/cycles"},
+	"internal/cycles":      nil,
 	"internal/testutils":   nil,
 	"uverbs":               {"mmio", "internal/"},
 	"rdmacm":               {"uverbs", "mmio", "internal/"},
-	"rpma":                 {"rdmacm", "uverbs", "mmio", "internal/"},
+	"rpma":                 {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
+	"spin":                 {"internal/cycles"},
 	"testenv":              {"uverbs", "internal/"},
 	"testenv/vm":           {"internal/rdmanl"},
-	"cmd/":                 {"uverbs", "rdmacm", "rpma", "mmio", "internal/", "testenv/vm"},
+	"cmd/":                 {"uverbs", "rdmacm", "rpma", "mmio", "spin", "internal/", "testenv/vm"},
 }
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few

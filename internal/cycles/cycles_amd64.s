@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func Cycles() uint64
-TEXT ·Cycles(SB), NOSPLIT, $0-8
+// func Read() uint64
+TEXT ·Read(SB), NOSPLIT, $0-8
 	RDTSC
 	SHLQ	$32, DX
 	ORQ	DX, AX

@@ -1,0 +1,194 @@
+// Package spin paces goroutines that busy-poll: a loop over
+// uverbs.CQ.Poll, or over a word of memory the peer writes.
+//
+// Such a loop never blocks, so to the Go runtime it is a goroutine that
+// has run too long. After 10 ms without a reschedule the runtime's sysmon
+// thread preempts it with a signal, and while it has goroutines to
+// preempt sysmon wakes every 20 us instead of every 10 ms: on a machine
+// whose CPUs are busy (both peers polling, soft-RoCE's kernel threads)
+// each of those wake-ups takes a CPU from somebody's loop. Measured on
+// soft-RoCE, that cost a benchmark client 17 000 context switches and 15 %
+// of its bandwidth (docs/performance.md, "Busy polling and the Go
+// runtime").
+//
+// A Waiter avoids it without GODEBUG settings: it calls runtime.Gosched
+// itself every few milliseconds, which counts as the reschedule sysmon
+// looks for, so sysmon never preempts and backs off to its 10 ms ticks.
+// It also watches a context, so a spinning loop ends when it is
+// canceled.
+//
+//	w := spin.New(ctx, spin.DefaultInterval)
+//	for {
+//		n, err := cq.Poll(wc)
+//		if err != nil {
+//			return err
+//		}
+//		if n == 0 {
+//			if err := w.Spin(); err != nil {
+//				return err // ctx is done
+//			}
+//			continue
+//		}
+//		// handle wc[:n] ...
+//	}
+//
+// A loop that rarely finds the queue empty (posting a stream of
+// messages) calls Spin once per pass as well: the yield is due by time,
+// not by the number of empty polls.
+//
+// Spin makes no system call (the clock it reads is the processor's
+// counter) and never allocates. A Waiter belongs to the goroutine that
+// spins: it is not safe for concurrent use. Locking that goroutine to its
+// thread (runtime.LockOSThread) is neither needed nor, as measured on
+// soft-RoCE, a gain: every yield of a locked goroutine hands its P to
+// another thread and back.
+package spin
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/purerdma/rdma/internal/cycles"
+)
+
+// DefaultInterval is how often a Waiter yields: half of the 10 ms after
+// which the runtime preempts a goroutine that was not rescheduled. More
+// often costs more Gosched calls for nothing; sysmon's own 10 ms is the
+// upper bound.
+const DefaultInterval = 5 * time.Millisecond
+
+// A Waiter reads the counter every stride calls of Spin: a read costs
+// a few nanoseconds, the comparison that skips it less. The stride
+// doubles, up to maxStride, while calls come faster than
+// interval/stridePace, and drops to 1 when they come slower (a soft-RoCE
+// doorbell that does a 64 KiB message's protocol work takes about a
+// millisecond under emulation), so a loop that slows down misses at
+// most one yield.
+const (
+	maxStride  = 16
+	stridePace = 64
+)
+
+// calibration is how long a Waiter measures the counter's rate against
+// the monotonic clock before it trusts the counter alone; until then it
+// yields by the clock. Long enough that losing the CPU between reading
+// the clock and the counter (a millisecond on a busy machine) skews the
+// rate by percents, not by half.
+const calibration = 20 * time.Millisecond
+
+// ticksPerSecond is the counter's rate once a Waiter has measured it, for
+// later Waiters of the process; 0 until then.
+var ticksPerSecond atomic.Uint64
+
+// A Waiter paces one goroutine's busy-poll loop: see the package
+// documentation. The zero value is not usable; New makes one.
+type Waiter struct {
+	ctx  context.Context
+	done <-chan struct{}
+
+	interval time.Duration
+	calls    uint64 // Spin calls
+	next     uint64 // the call that checks next
+	stride   uint64 // calls from one check to the next
+	every    uint64 // counter ticks per interval; 0 while calibrating
+	last     uint64 // counter at the last yield (or at New)
+	check0   uint64 // counter at the last check
+	yields   uint64
+
+	// Calibration: the clock and the counter at New, and the clock at
+	// the last yield.
+	start      time.Time
+	startTicks uint64
+	lastTime   time.Time
+}
+
+// New returns a Waiter that yields every interval (DefaultInterval
+// unless there is a reason; 0 or less: never) and ends the loop when ctx
+// is done (a nil ctx never is).
+func New(ctx context.Context, interval time.Duration) *Waiter {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	w := &Waiter{ctx: ctx, done: ctx.Done(), interval: max(interval, 0), next: 1, stride: 1}
+	w.last = cycles.Read()
+	w.check0 = w.last
+	if rate := ticksPerSecond.Load(); rate != 0 {
+		w.every = ticksFor(rate, w.interval)
+	} else {
+		w.start, w.startTicks = time.Now(), w.last
+		w.lastTime = w.start
+	}
+	return w
+}
+
+// ticksFor converts d to counter ticks at rate ticks per second, at
+// least one.
+func ticksFor(rate uint64, d time.Duration) uint64 {
+	return max(uint64(float64(rate)*d.Seconds()), 1)
+}
+
+// Spin is called on every pass of the loop. It returns ctx's error once
+// ctx is done, and nil otherwise, after yielding to the scheduler if the
+// interval has passed since the last yield.
+func (w *Waiter) Spin() error {
+	w.calls++
+	if w.calls < w.next {
+		return nil
+	}
+	return w.check()
+}
+
+// check is Spin's slow path: the context, the counter, maybe a yield.
+func (w *Waiter) check() error {
+	select {
+	case <-w.done:
+		return w.ctx.Err()
+	default:
+	}
+	if w.interval == 0 {
+		w.next = w.calls + maxStride
+		return nil
+	}
+	if w.every == 0 {
+		w.next = w.calls + 1
+		if w.calibrate(); w.every == 0 {
+			return nil
+		}
+	}
+	now := cycles.Read()
+	if now-w.check0 > w.every/stridePace {
+		w.stride = 1
+	} else if w.stride < maxStride {
+		w.stride *= 2
+	}
+	w.check0, w.next = now, w.calls+w.stride
+	if now-w.last >= w.every {
+		runtime.Gosched()
+		w.yields++
+		w.last = cycles.Read()
+	}
+	return nil
+}
+
+// calibrate yields by the clock until the calibration window has
+// passed, then measures the counter's rate.
+func (w *Waiter) calibrate() {
+	t := time.Now()
+	now := cycles.Read()
+	if d := t.Sub(w.start); d >= calibration && now > w.startTicks {
+		rate := uint64(float64(now-w.startTicks) / d.Seconds())
+		ticksPerSecond.CompareAndSwap(0, rate)
+		w.every = ticksFor(rate, w.interval)
+		return
+	}
+	if t.Sub(w.lastTime) >= w.interval {
+		runtime.Gosched()
+		w.yields++
+		w.lastTime, w.last = time.Now(), cycles.Read()
+	}
+}
+
+// Yields reports how many times the Waiter has yielded.
+func (w *Waiter) Yields() uint64 { return w.yields }
