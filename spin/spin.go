@@ -83,7 +83,8 @@ const calibration = 20 * time.Millisecond
 var ticksPerSecond atomic.Uint64
 
 // A Waiter paces one goroutine's busy-poll loop: see the package
-// documentation. The zero value is not usable; New makes one.
+// documentation. New makes one; the zero value never yields and never
+// ends the loop.
 type Waiter struct {
 	ctx  context.Context
 	done <-chan struct{}
