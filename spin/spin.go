@@ -72,10 +72,9 @@ const (
 )
 
 // calibration is how long a Waiter measures the counter's rate against
-// the monotonic clock before it trusts the counter alone; until then it
-// yields by the clock. Long enough that losing the CPU between reading
-// the clock and the counter (a millisecond on a busy machine) skews the
-// rate by percents, not by half.
+// the monotonic clock (cycles.Clock) before it trusts the counter alone;
+// until then it yields by the clock. Long enough for a rate good to a
+// few percent.
 const calibration = 20 * time.Millisecond
 
 // ticksPerSecond is the counter's rate once a Waiter has measured it, for
@@ -98,11 +97,11 @@ type Waiter struct {
 	check0   uint64 // counter at the last check
 	yields   uint64
 
-	// Calibration: the clock and the counter at New, and the clock at
-	// the last yield.
-	start      time.Time
-	startTicks uint64
-	lastTime   time.Time
+	// Calibration: the counter's rate since New, and the clock at New
+	// and at the last yield.
+	clock    cycles.Clock
+	start    time.Time
+	lastTime time.Time
 }
 
 // New returns a Waiter that yields every interval (DefaultInterval
@@ -118,7 +117,7 @@ func New(ctx context.Context, interval time.Duration) *Waiter {
 	if rate := ticksPerSecond.Load(); rate != 0 {
 		w.every = ticksFor(rate, w.interval)
 	} else {
-		w.start, w.startTicks = time.Now(), w.last
+		w.clock, w.start = cycles.StartClock(), time.Now()
 		w.lastTime = w.start
 	}
 	return w
@@ -177,12 +176,13 @@ func (w *Waiter) check() error {
 // passed, then measures the counter's rate.
 func (w *Waiter) calibrate() {
 	t := time.Now()
-	now := cycles.Read()
-	if d := t.Sub(w.start); d >= calibration && now > w.startTicks {
-		rate := uint64(float64(now-w.startTicks) / d.Seconds())
-		ticksPerSecond.CompareAndSwap(0, rate)
-		w.every = ticksFor(rate, w.interval)
-		return
+	if t.Sub(w.start) >= calibration {
+		if perUsec := w.clock.Estimate(); perUsec > 0 {
+			rate := uint64(perUsec * 1e6)
+			ticksPerSecond.CompareAndSwap(0, rate)
+			w.every = ticksFor(rate, w.interval)
+			return
+		}
 	}
 	if t.Sub(w.lastTime) >= w.interval {
 		runtime.Gosched()

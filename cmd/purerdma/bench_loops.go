@@ -77,7 +77,7 @@ func (r *benchRunner) run() (*bench.Result, error) {
 		}
 	}
 	gc0 := benchGCCycles()
-	clock := bench.StartClock()
+	clock := cycles.StartClock()
 	var err error
 	switch cfg.test {
 	case bench.WriteLat:

@@ -225,13 +225,3 @@ func TestSummarizeBandwidthNoPeak(t *testing.T) {
 		t.Errorf("SummarizeBandwidth of %d spans = %+v, want no peak and 1 Mpps", n*n, got)
 	}
 }
-
-func TestClock(t *testing.T) {
-	c := StartClock()
-	if r := c.Rate(); r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-		t.Fatalf("Rate = %v", r)
-	}
-	if e := c.Estimate(); e <= 0 {
-		t.Fatalf("Estimate = %v", e)
-	}
-}

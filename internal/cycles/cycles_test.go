@@ -1,6 +1,7 @@
 package cycles
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -21,6 +22,16 @@ func TestReadAdvances(t *testing.T) {
 	}
 	if b-a < 5000 {
 		t.Errorf("counter advanced %d over at least 5 ms: slower than 1 MHz", b-a)
+	}
+}
+
+func TestClock(t *testing.T) {
+	c := StartClock()
+	if r := c.Rate(); r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		t.Fatalf("Rate = %v", r)
+	}
+	if e := c.Estimate(); e <= 0 {
+		t.Fatalf("Estimate = %v", e)
 	}
 }
 

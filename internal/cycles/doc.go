@@ -4,6 +4,7 @@
 //
 // A read costs a few nanoseconds natively and tens under emulation,
 // where the kernel's clock source may make time.Now a system call
-// costing microseconds. Its rate is not known here: callers measure it
-// against the monotonic clock (internal/bench's Clock, spin's Waiter).
+// costing microseconds. Its rate is not known in advance: a Clock
+// measures it against the monotonic clock (for the benchmarks' results,
+// and for spin's Waiter).
 package cycles

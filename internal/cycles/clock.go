@@ -1,12 +1,8 @@
-package bench
+package cycles
 
-import (
-	"time"
+import "time"
 
-	"github.com/purerdma/rdma/internal/cycles"
-)
-
-// Clock converts cycles.Read readings to time. Its rate is measured against
+// Clock converts Read readings to time. Its rate is measured against
 // the monotonic clock over the run itself, from StartClock to Rate, so it
 // needs neither /proc/cpuinfo nor a separate calibration loop (perftest's
 // sampling loop fails under emulation with "Correlation coefficient r^2
@@ -31,9 +27,9 @@ func pair() (float64, time.Time) {
 	var c float64
 	var t time.Time
 	for i := 0; i < 8; i++ {
-		a := cycles.Read()
+		a := Read()
 		now := time.Now()
-		b := cycles.Read()
+		b := Read()
 		if b < a {
 			continue
 		}
