@@ -50,17 +50,23 @@ func (f *FD) Do(fn func(raw int) error) error {
 }
 
 // Write writes one whole command buffer; a short write is an error.
+// It is every rxe doorbell, so it takes the lock itself rather than
+// through Do's closure and deferred unlock.
 func (f *FD) Write(op string, b []byte) error {
-	return f.Do(func(raw int) error {
-		n, err := RawWrite(raw, b)
-		if err != nil {
-			return errnoErr(op, err)
-		}
-		if n != len(b) {
-			return &Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
-		}
-		return nil
-	})
+	f.mu.RLock()
+	if f.raw < 0 {
+		f.mu.RUnlock()
+		return ErrClosed
+	}
+	n, err := RawWrite(f.raw, b)
+	f.mu.RUnlock()
+	if err != nil {
+		return errnoErr(op, err)
+	}
+	if n != len(b) {
+		return &Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+	}
+	return nil
 }
 
 // ioctl issues one ioctl whose argument is Go memory the caller keeps

@@ -3,6 +3,7 @@ package sys
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -68,5 +69,39 @@ func TestRawMmap(t *testing.T) {
 	}
 	if err := Munmap(nil); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Munmap(nil): %v, want EINVAL", err)
+	}
+}
+
+// TestFDWrite covers the doorbell's path: a whole write, the errno
+// wrapped with the operation, ErrClosed after Close, no allocation.
+func TestFDWrite(t *testing.T) {
+	f, err := Open("/dev/null")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := []byte("doorbell")
+	if err := f.Write("test write", cmd); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { f.Write("test write", cmd) }); allocs != 0 {
+		t.Errorf("Write allocates %v times", allocs)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Write("test write", cmd); !errors.Is(err, ErrClosed) {
+		t.Errorf("write after close: %v, want ErrClosed", err)
+	}
+
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[1])
+	readEnd := &FD{raw: p[0]}
+	defer readEnd.Close()
+	err = readEnd.Write("test write", cmd)
+	if !errors.Is(err, unix.EBADF) || !strings.Contains(err.Error(), "test write") {
+		t.Errorf("write to a pipe's read end: %v, want EBADF naming the operation", err)
 	}
 }
