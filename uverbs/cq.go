@@ -163,9 +163,19 @@ func (cq *CQ) Size() int { return cq.size }
 // (ibv_poll_cq). It makes no system call and does not allocate.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq.locks {
-		cq.mu.Lock()
-		defer cq.mu.Unlock()
+		return cq.pollLocked(wc)
 	}
+	if cq.closed.Load() {
+		return 0, errClosedCQ
+	}
+	return cq.q.poll(wc), nil
+}
+
+// pollLocked is Poll for a CQ without a TD, kept apart so the TD path
+// has no defer to set up (see QP.postSendLocked).
+func (cq *CQ) pollLocked(wc []WorkCompletion) (int, error) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
 	if cq.closed.Load() {
 		return 0, errClosedCQ
 	}

@@ -248,9 +248,20 @@ func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 // once with an error matching ErrBusy; see PostError for partial posts.
 func (qp *QP) PostSend(wr *SendWR) error {
 	if qp.locks {
-		qp.smu.Lock()
-		defer qp.smu.Unlock()
+		return qp.postSendLocked(wr)
 	}
+	if qp.closed.Load() {
+		return errClosedQP
+	}
+	return qp.q.postSend(wr)
+}
+
+// postSendLocked is PostSend for a QP without a TD. It is a function of
+// its own so that the TD path, the one for speed, has no defer to set
+// up (callgrind: 14 instructions a call).
+func (qp *QP) postSendLocked(wr *SendWR) error {
+	qp.smu.Lock()
+	defer qp.smu.Unlock()
 	if qp.closed.Load() {
 		return errClosedQP
 	}

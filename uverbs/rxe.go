@@ -114,14 +114,16 @@ func (q *rxeCQ) poll(wc []WorkCompletion) int {
 	n := 0
 	for n < len(wc) && cons != prod {
 		e := mmio.At[abi.WC](r.data, r.slot(cons))
+		// Field by field: a composite literal is built on the stack
+		// and copied, 28 more instructions per completion (callgrind).
+		// TestRxePollWritesEveryField catches a field left out.
 		w := &wc[n]
-		*w = WorkCompletion{
-			WRID: e.WRID, Status: WCStatus(e.Status), Opcode: WCOpcode(e.Opcode),
-			VendorErr: e.VendorErr, ByteLen: e.ByteLen, QPNum: e.QPNum, SrcQP: e.SrcQP,
-			Flags: wcFlags(e.WCFlags), PKeyIndex: e.PKeyIndex, SLID: e.SLID, SL: e.SL,
-			DLIDPathBits: e.DLIDPathBits, PortNum: e.PortNum,
-		}
+		w.WRID, w.Status, w.Opcode = e.WRID, WCStatus(e.Status), WCOpcode(e.Opcode)
+		w.VendorErr, w.ByteLen, w.QPNum, w.SrcQP = e.VendorErr, e.ByteLen, e.QPNum, e.SrcQP
+		w.Flags = wcFlags(e.WCFlags)
+		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, e.PortNum
 		ex := *e.Ex.ImmData()
+		w.Imm, w.InvalidatedRKey = 0, 0
 		if w.Flags&WCWithImm != 0 {
 			w.Imm = be32(ex)
 		}
