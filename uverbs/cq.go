@@ -165,10 +165,7 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq.locks {
 		return cq.pollLocked(wc)
 	}
-	if cq.closed.Load() {
-		return 0, errClosedCQ
-	}
-	return cq.q.poll(wc), nil
+	return cq.pollUnlocked(wc)
 }
 
 // pollLocked is Poll for a CQ without a TD, kept apart so the TD path
@@ -176,6 +173,10 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 func (cq *CQ) pollLocked(wc []WorkCompletion) (int, error) {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
+	return cq.pollUnlocked(wc)
+}
+
+func (cq *CQ) pollUnlocked(wc []WorkCompletion) (int, error) {
 	if cq.closed.Load() {
 		return 0, errClosedCQ
 	}

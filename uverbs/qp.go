@@ -250,18 +250,20 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if qp.locks {
 		return qp.postSendLocked(wr)
 	}
-	if qp.closed.Load() {
-		return errClosedQP
-	}
-	return qp.q.postSend(wr)
+	return qp.postSendUnlocked(wr)
 }
 
-// postSendLocked is PostSend for a QP without a TD. It is a function of
-// its own so that the TD path, the one for speed, has no defer to set
-// up (callgrind: 14 instructions a call).
+// postSendLocked is PostSend for a QP without a TD. The lock and its
+// defer live in a function of their own so that the TD path, the one
+// for speed, sets up no defer (callgrind: 14 instructions a call). The
+// receive and poll entry points are split the same way.
 func (qp *QP) postSendLocked(wr *SendWR) error {
 	qp.smu.Lock()
 	defer qp.smu.Unlock()
+	return qp.postSendUnlocked(wr)
+}
+
+func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	if qp.closed.Load() {
 		return errClosedQP
 	}
@@ -275,9 +277,18 @@ func (qp *QP) postSendLocked(wr *SendWR) error {
 // queue: post to the SRQ.
 func (qp *QP) PostRecv(wr *RecvWR) error {
 	if qp.locks {
-		qp.rmu.Lock()
-		defer qp.rmu.Unlock()
+		return qp.postRecvLocked(wr)
 	}
+	return qp.postRecvUnlocked(wr)
+}
+
+func (qp *QP) postRecvLocked(wr *RecvWR) error {
+	qp.rmu.Lock()
+	defer qp.rmu.Unlock()
+	return qp.postRecvUnlocked(wr)
+}
+
+func (qp *QP) postRecvUnlocked(wr *RecvWR) error {
 	if qp.closed.Load() {
 		return errClosedQP
 	}

@@ -130,9 +130,19 @@ func (srq *SRQ) Num() uint32 { return srq.num }
 // an error matching ErrBusy.
 func (srq *SRQ) PostRecv(wr *RecvWR) error {
 	if srq.locks {
-		srq.mu.Lock()
-		defer srq.mu.Unlock()
+		return srq.postRecvLocked(wr)
 	}
+	return srq.postRecvUnlocked(wr)
+}
+
+// postRecvLocked: see QP.postSendLocked.
+func (srq *SRQ) postRecvLocked(wr *RecvWR) error {
+	srq.mu.Lock()
+	defer srq.mu.Unlock()
+	return srq.postRecvUnlocked(wr)
+}
+
+func (srq *SRQ) postRecvUnlocked(wr *RecvWR) error {
 	if srq.closed.Load() {
 		return &sys.Error{Op: "uverbs: SRQ", Err: ErrClosed}
 	}
