@@ -21,6 +21,9 @@ var (
 	// ErrInvalid is EINVAL, for bad input caught before a kernel call,
 	// so callers can match it as they would the kernel's.
 	ErrInvalid error = syscall.EINVAL
+	// ErrNoMemory is ENOMEM, for packages that classify kernel errors
+	// without importing syscall.
+	ErrNoMemory error = syscall.ENOMEM
 )
 
 // Error is a failed kernel call: the operation and the errno.

@@ -1,0 +1,86 @@
+package rpma
+
+import (
+	"context"
+
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// Side says which address DeviceContext looks up (enum
+// rpma_util_ibv_context_type).
+type Side int
+
+const (
+	// Local: the device that holds addr, for a server to listen on
+	// (RPMA_UTIL_IBV_CONTEXT_LOCAL).
+	Local Side = iota
+	// Remote: the device that reaches addr, for a client to connect
+	// from (RPMA_UTIL_IBV_CONTEXT_REMOTE).
+	Remote
+)
+
+// DeviceContext opens the RDMA device for an address
+// (rpma_utils_get_ibv_context): the local device that has addr, or the
+// device that routes to a remote addr. The caller owns the context:
+// close it after the peers made on it.
+func DeviceContext(ctx context.Context, addr string, side Side) (*uverbs.Context, error) {
+	const op = "utils get ibv context"
+	if ctx == nil {
+		return nil, invalid(op, "nil context")
+	}
+	if addr == "" {
+		return nil, invalid(op, "empty address")
+	}
+	var hints *rdmacm.AddrInfoHints
+	switch side {
+	case Local:
+		hints = &rdmacm.AddrInfoHints{Flags: rdmacm.Passive}
+	case Remote:
+	default:
+		return nil, invalid(op, "side %d", int(side))
+	}
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	ais, err := rdmacm.GetAddrInfo(rctx, addr, "", hints)
+	if err != nil {
+		return nil, provider(op, err)
+	}
+	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
+	if err != nil {
+		return nil, provider(op, err)
+	}
+	defer id.Close()
+	if side == Local {
+		err = id.Bind(ais[0].Src)
+	} else {
+		err = id.ResolveAddrContext(rctx, ais[0].Src, ais[0].Dst)
+	}
+	if err != nil {
+		return nil, provider(op, err)
+	}
+	dev, ok := id.Device()
+	if !ok {
+		return nil, invalid(op, "%s is not an address of an RDMA device", addr)
+	}
+	c, err := dev.Open(nil)
+	if err != nil {
+		return nil, provider(op, err)
+	}
+	return c, nil
+}
+
+// IsODPCapable reports whether the device supports on-demand paging for
+// RDMA read and write on RC connections
+// (rpma_utils_ibv_context_is_odp_capable).
+func IsODPCapable(c *uverbs.Context) (bool, error) {
+	const op = "utils ibv context is odp capable"
+	if c == nil {
+		return false, invalid(op, "nil device context")
+	}
+	attr, err := c.QueryDevice()
+	if err != nil {
+		return false, provider(op, err)
+	}
+	return odpCapable(&attr), nil
+}
