@@ -165,14 +165,14 @@ func provider(op string, err error) error {
 // operation the device reported, its status and the op context given
 // when it was posted. It matches its uverbs.WCStatus with errors.Is.
 type CompletionError struct {
-	Opcode    uverbs.WCOpcode // as the device reported it (valid for some errors only)
+	Opcode    uverbs.WCOpcode // as the device reported it: the verbs leave it undefined for most errors
 	Status    uverbs.WCStatus
 	VendorErr uint32
 	OpContext uint64
 }
 
 func (e *CompletionError) Error() string {
-	return fmt.Sprintf("rpma: completion of %v (op context %#x): %v (vendor error %#x)", e.Opcode, e.OpContext, e.Status.String(), e.VendorErr)
+	return fmt.Sprintf("rpma: operation with op context %#x failed: %v (vendor error %#x)", e.OpContext, e.Status.String(), e.VendorErr)
 }
 
 func (e *CompletionError) Unwrap() error { return e.Status }
