@@ -1,0 +1,13 @@
+package rpma
+
+import "github.com/purerdma/rdma/uverbs"
+
+// SetRegMR replaces the peer's registration function, for the
+// on-demand-paging retry test; odp overrides the device's answer.
+func (p *Peer) SetRegMR(f func([]byte, uverbs.Access) (*uverbs.MR, error), odp bool) {
+	p.regMR, p.odp = f, odp
+}
+
+// NewTestPeer is a peer with no device, for tests of the registration
+// logic only.
+func NewTestPeer(flush bool) *Peer { return &Peer{flush: flush} }
