@@ -13,7 +13,7 @@ KERNEL  ?= 6.1
 TESTFLAGS ?=
 BIN     := $(CURDIR)/bin
 
-.PHONY: all test deps lint unit vmtest vmtest-all bench demo tools clean
+.PHONY: all test deps lint unit vmtest vmtest-all bench demo tools examples clean
 
 all: lint tools
 
@@ -22,6 +22,17 @@ deps:
 
 tools:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+
+# The rpma examples, as users build them, for the VM tests of
+# rpma/examples (building inside the emulated VM takes minutes each).
+EXAMPLES_BIN := $(BIN)/examples
+examples:
+	@mkdir -p $(EXAMPLES_BIN)
+	@for d in rpma/examples/*/server rpma/examples/*/client; do \
+	  [ -d "$$d" ] || continue; \
+	  ex=$$(basename $$(dirname $$d)); side=$$(basename $$d); \
+	  CGO_ENABLED=0 $(GO) build -o $(EXAMPLES_BIN)/$$ex-$$side ./$$d || exit 1; \
+	done
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v testdata/)); \
@@ -33,7 +44,7 @@ lint:
 
 # Host tests: no RDMA here, so device tests skip (PURERDMA_REQUIRE_DEVICE is
 # cleared for this phase only); the runner's own VM tests must run.
-unit: deps
+unit: deps examples
 	env -u PURERDMA_REQUIRE_DEVICE PURERDMA_TEST_RXEVM=1 PURERDMA_TEST_ABI=1 $(GO) test -count=1 $(TESTFLAGS) ./...
 
 # Every package's tests inside the VM, where device tests must not skip;
@@ -41,8 +52,8 @@ unit: deps
 # ran in make unit and would only boot a VM to skip.
 HOSTONLY := internal/layering internal/abi internal/cmd/genabi cmd/rxevm testenv/vm
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
-vmtest: deps
-	PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
+vmtest: deps examples
+	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
 
 vmtest-all:
 	@set -e; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest KERNEL=$$k; done

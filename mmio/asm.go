@@ -26,3 +26,10 @@ func storeUint64BE(p unsafe.Pointer, v uint64)
 
 //go:noescape
 func copy64(dst, src unsafe.Pointer)
+
+// flushLines writes back the cache lines of [p, p+n) to memory and
+// waits until it is done. amd64: CLFLUSH each line, then MFENCE.
+// arm64: DC CVAC each line, then DSB ISH.
+//
+//go:noescape
+func flushLines(p unsafe.Pointer, n uintptr)

@@ -48,3 +48,22 @@ TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVAPS	X3, 48(DI)
 	SFENCE
 	RET
+
+// func flushLines(p unsafe.Pointer, n uintptr)
+// CLFLUSH is in every x86-64 CPU; MFENCE orders the flushes before
+// later stores and loads (CLFLUSH is not ordered against other
+// CLFLUSHes' completion without it).
+TEXT ·flushLines(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ	p+0(FP), AX
+	MOVQ	n+8(FP), CX
+	ADDQ	AX, CX
+	ANDQ	$~63, AX
+loop:
+	CMPQ	AX, CX
+	JAE	done
+	CLFLUSH	(AX)
+	ADDQ	$64, AX
+	JMP	loop
+done:
+	MFENCE
+	RET

@@ -48,3 +48,7 @@ func copy64(dst, src unsafe.Pointer) {
 	}
 	WriteBarrier()
 }
+
+// flushLines has no cache-line clean instruction to use here; the
+// fence orders the stores at least.
+func flushLines(p unsafe.Pointer, n uintptr) { fence.Add(1) }

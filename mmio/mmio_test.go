@@ -283,3 +283,17 @@ func BenchmarkCopyBuiltin(b *testing.B) {
 		copy(dst, src[:])
 	}
 }
+
+func TestPersist(t *testing.T) {
+	b := make([]byte, 300)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	Persist(b[3:250]) // unaligned start and end
+	Persist(nil)
+	for i := range b {
+		if b[i] != byte(i) {
+			t.Fatalf("byte %d changed to %d", i, b[i])
+		}
+	}
+}

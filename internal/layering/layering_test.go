@@ -33,6 +33,8 @@ var allowed = map[string][]string{
 	"uverbs":               {"mmio", "internal/"},
 	"rdmacm":               {"uverbs", "mmio", "internal/"},
 	"rpma":                 {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
+	"rpma/examples":        {"rpma/examples/", "internal/", "testenv"},
+	"rpma/examples/":       {"rpma", "uverbs", "mmio", "rpma/examples/"},
 	"spin":                 {"internal/cycles"},
 	"testenv":              {"uverbs", "internal/"},
 	"testenv/vm":           {"internal/rdmanl"},

@@ -1,0 +1,191 @@
+package examples_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/internal/testutils"
+	"github.com/purerdma/rdma/testenv"
+)
+
+func TestMain(m *testing.M) { testutils.Main(m) }
+
+// The examples run as the programs users run: binaries built on the
+// host by `make examples` (make vmtest does it first) into
+// $PURERDMA_EXAMPLES_BIN, named <example>-server and <example>-client.
+// Building them inside the emulated VM would take minutes each.
+func binary(t *testing.T, example, side string) string {
+	t.Helper()
+	dir := os.Getenv("PURERDMA_EXAMPLES_BIN")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "bin", "examples")
+	}
+	p, err := filepath.Abs(filepath.Join(dir, example+"-"+side))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v (run `make examples`, or make vmtest, which builds them)", p, err)
+	}
+	return p
+}
+
+const serverAddr = "198.18.0.1"
+
+var nextPort atomic.Int32
+
+func init() { nextPort.Store(7700) }
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running example side.
+type proc struct {
+	name     string
+	cmd      *exec.Cmd
+	out, err syncBuffer
+	done     chan error
+}
+
+func start(t *testing.T, ctx context.Context, name, path string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.CommandContext(ctx, path, args...), done: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// waitFor waits until the process's stderr or stdout contains s.
+func (p *proc) waitFor(t *testing.T, s string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if strings.Contains(p.err.String(), s) || strings.Contains(p.out.String(), s) {
+			return
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("%s exited (%v) before printing %q:\nstdout:\n%s\nstderr:\n%s", p.name, err, s, p.out.String(), p.err.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s did not print %q within %v:\nstdout:\n%s\nstderr:\n%s", p.name, s, d, p.out.String(), p.err.String())
+}
+
+// wait waits for the process and checks its exit status.
+func (p *proc) wait(t *testing.T, wantStatus int) {
+	t.Helper()
+	err := <-p.done
+	p.done <- err
+	status := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		status = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", p.name, err)
+	}
+	if status != wantStatus {
+		t.Fatalf("%s exited with %d, want %d:\nstdout:\n%s\nstderr:\n%s", p.name, status, wantStatus, p.out.String(), p.err.String())
+	}
+}
+
+func (p *proc) expect(t *testing.T, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(p.out.String(), l) {
+			t.Errorf("%s's output lacks %q:\n%s\nstderr:\n%s", p.name, l, p.out.String(), p.err.String())
+		}
+	}
+}
+
+// listening is what the rpma log prints, at the examples' INFO
+// threshold, once the server listens.
+const listening = "Waiting for incoming connection"
+
+// run runs an example's server, then its client, and checks both exit
+// 0 with the output lines given.
+type example struct {
+	name       string
+	serverArgs []string // after <addr> <port>
+	clientArgs []string
+	serverOut  []string
+	clientOut  []string
+	clients    int // how many clients to run one after another; 0 means 1
+}
+
+func runExample(t *testing.T, ex example) (server *proc, clients []*proc) {
+	t.Helper()
+	testenv.Devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	port := fmt.Sprint(nextPort.Add(1))
+	server = start(t, ctx, "server", binary(t, ex.name, "server"), append([]string{serverAddr, port}, ex.serverArgs...)...)
+	server.waitFor(t, listening, 30*time.Second)
+	for i := range max(ex.clients, 1) {
+		c := start(t, ctx, fmt.Sprintf("client %d", i), binary(t, ex.name, "client"), append([]string{serverAddr, port}, ex.clientArgs...)...)
+		c.wait(t, 0)
+		c.expect(t, ex.clientOut...)
+		clients = append(clients, c)
+	}
+	server.wait(t, 0)
+	server.expect(t, ex.serverOut...)
+	return server, clients
+}
+
+func TestExample01Connection(t *testing.T) {
+	runExample(t, example{name: "01-connection",
+		serverOut: []string{"Received a message: Hello server!"},
+		clientOut: []string{"Received a message: Hello client!"}})
+}
+
+// TestExampleUsage: without arguments every example prints its usage
+// and exits 255, as C's exit(-1).
+func TestExampleUsage(t *testing.T) {
+	dir := os.Getenv("PURERDMA_EXAMPLES_BIN")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "bin", "examples")
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		t.Fatalf("no example binaries in %s (%v): run `make examples`", dir, err)
+	}
+	for _, e := range ents {
+		out, err := exec.Command(filepath.Join(dir, e.Name())).CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 255 || !strings.Contains(string(out), "usage:") {
+			t.Errorf("%s without arguments: %v, output %q; want usage and status 255", e.Name(), err, out)
+		}
+	}
+}
