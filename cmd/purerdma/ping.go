@@ -274,6 +274,9 @@ func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		src = netip.AddrPortFrom(a, 0)
 	}
 	ap := netip.AddrPortFrom(dst, uint16(o.port))
+	if err := checkCMDevices(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
@@ -315,6 +318,11 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		}
 	}
 	ap := netip.AddrPortFrom(addr, uint16(o.port))
+	// Without a device the rdma_cm would listen on the any address and
+	// wait for ever for a client it could not serve.
+	if err := checkCMDevices(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
 	l, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
@@ -330,7 +338,7 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 	defer closeErr(&err, closeListener)
 	out.debugf("created cm_id %d\n", l.Handle())
 	if err := l.Bind(ap); err != nil {
-		return fmt.Errorf("ping: bind to %v: %w", ap, err)
+		return fmt.Errorf("ping: bind to %v: %w", ap, bindError(ap, err))
 	}
 	out.debugf("rdma_bind_addr successful\nrdma_listen\n")
 	if err := l.Listen(3); err != nil {
