@@ -1,15 +1,11 @@
 package rdmacm_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -625,65 +621,13 @@ func connectedPair(t *testing.T, ctx context.Context) (c, s *rdmacm.ID) {
 	return c, s
 }
 
-const (
-	helperEnv     = "RDMACM_TEST_HELPER"
-	helperAddrEnv = "RDMACM_TEST_HELPER_ADDR"
-)
-
-// helperMain is the test binary run as a helper process: it connects to
-// the address in its environment, says so on stdout, and waits to be
-// killed.
-func helperMain() int {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	addr, err := netip.ParseAddrPort(os.Getenv(helperAddrEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	c, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
-	if err == nil {
-		err = c.Resolve(ctx, clientAP, addr)
-	}
-	if err == nil {
-		_, err = c.CreateQP(nil, qpConfig())
-	}
-	if err == nil {
-		_, err = c.ConnectContext(ctx, nil)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper:", err)
-		return 1
-	}
-	fmt.Println("established")
-	time.Sleep(time.Minute) // until killed
-	return 3
-}
-
 // TestDisconnectOnPeerKill: when the peer process dies, the kernel
 // destroys its IDs and the surviving side gets DISCONNECTED.
 func TestDisconnectOnPeerKill(t *testing.T) {
 	needDevices(t)
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=connect", helperAddrEnv+"="+addr.String())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
+	peer := startPeer(t, "connect", helperAddrEnv+"="+addr.String())
 	req, err := l.GetRequest(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -696,15 +640,8 @@ func TestDisconnectOnPeerKill(t *testing.T) {
 	if _, err := s.AcceptContext(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if line != "established\n" {
-		t.Fatalf("helper said %q (%v); stderr: %s", line, err, stderr.String())
-	}
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.Wait()
-	killed = true
+	peer.expect(t, "established")
+	peer.kill(t)
 	start := time.Now()
 	ev, err := s.Channel().Next(ctx)
 	if err != nil {

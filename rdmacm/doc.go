@@ -67,6 +67,17 @@
 // before that; objects that outlive the IDs belong on a Context the
 // caller opened.
 //
+// # Dead peers
+//
+// A peer whose process dies while its kernel lives on disconnects: the
+// survivor gets DISCONNECTED. A crashed host or a cut link says
+// nothing, and a program that waits only for completions learns of it
+// from a send that is never acknowledged: after the retries of
+// ConnParam.RetryCount, each ConnParam.AckTimeout long, the work request
+// completes with uverbs.WCRetryExcErr. DefaultConnParam's values report
+// a dead peer after about 4 s; librdmacm's retry count 7 never does on
+// soft-RoCE. docs/reliability.md has the trade-off and measurements.
+//
 // # Private data
 //
 // Connect, Accept and Reject carry private data to the peer's event.

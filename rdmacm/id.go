@@ -85,6 +85,7 @@ type ID struct {
 
 	closed        atomic.Bool
 	connectFailed atomic.Bool // CONNECT_RESPONSE processing failed: drop REJECTED and DISCONNECTED
+	ackTimeoutSet atomic.Bool // SetAckTimeout succeeded: ConnParam.AckTimeout does not replace it
 
 	mu       sync.Mutex
 	dev      *uverbs.Device // the device the kernel bound it to; nil until then
@@ -449,21 +450,70 @@ type ConnParam struct {
 	ResponderResources uint8
 	InitiatorDepth     uint8
 	FlowControl        bool
-	// RetryCount (0-7) is how often a send is retried when the peer
-	// does not acknowledge; RNRRetryCount (0-7, 7 for ever) how often
-	// when the peer has no receive posted. RC only.
+	// RetryCount (0-7) is how often a packet the peer does not
+	// acknowledge within the ACK timeout is sent again before its work
+	// request completes with uverbs.WCRetryExcErr: it is what reports a
+	// dead peer to a program that waits only for completions. The
+	// connecting side's RetryCount governs both QPs: the accepting
+	// side's QP gets it from the connect request, and Accept's is
+	// ignored. 7 is the largest value, and soft-RoCE (rxe) treats it as
+	// "retry for ever", a meaning the InfiniBand specification gives
+	// only to RNRRetryCount: there a completion never reports a dead
+	// peer.
+	// RNRRetryCount (0-7, 7 for ever) is how often a send is retried
+	// when the peer answers that it has no receive posted, which a live
+	// peer does. RC only.
 	RetryCount    uint8
 	RNRRetryCount uint8
+	// AckTimeout (0-31) is the local ACK timeout of this side's QP as
+	// an exponent: a packet is sent again after 4.096 µs * 2^AckTimeout
+	// without an acknowledgement. A non-zero value is set on the ID as
+	// SetAckTimeout does before the connect or accept, unless
+	// SetAckTimeout was called on the ID, which takes precedence; 0
+	// leaves the ID's value: SetAckTimeout's, or else the one the kernel
+	// computes from the route (19 on Linux 6.1's rxe, 17 on 6.12's).
+	// RC only; ignored for PortSpaceUDP.
+	AckTimeout uint8
 	// QPNum and SRQ describe the QP when the ID has none from CreateQP;
 	// with one, they are taken from it.
 	QPNum uint32
 	SRQ   bool
 }
 
-// DefaultConnParam is what librdmacm uses without a conn_param: the
-// device's limits for reads and atomics, 7 retries, RNR retries for ever.
+// DefaultAckTimeout is DefaultConnParam's AckTimeout: 4.096 µs * 2^17,
+// about 0.54 s before a packet is sent again.
+const DefaultAckTimeout = 17
+
+// DefaultRetryCount is DefaultConnParam's RetryCount: the largest count
+// that every device takes as a count (rxe retries for ever with 7).
+const DefaultRetryCount = 6
+
+// DefaultConnParam is the ConnParam of a nil *ConnParam: the device's
+// limits for reads and atomics, RNR retries for ever (a peer that
+// answers "no receive posted" is alive), DefaultRetryCount retries
+// after DefaultAckTimeout each. A dead peer (a crashed host, a cut
+// link, a killed process) is then reported to a program that waits
+// only for completions after about (6+1) * 0.54 s ≈ 3.8 s without an
+// acknowledgement: the work request in flight completes with
+// uverbs.WCRetryExcErr and the QP goes to the error state.
+//
+// It differs from librdmacm's defaults (retry count 7, the kernel's
+// ACK timeout) because soft-RoCE retries for ever with 7, so a dead
+// peer is never reported, and because the kernel's ACK timeout depends
+// on its version: with it, retry count 6 reports a dead peer on
+// soft-RoCE after about 16 s on Linux 6.1 (timeout 19) and 3.8 s on
+// 6.12 (17).
+//
+// The trade-off: the peer counts as dead after (RetryCount+1) ACK
+// timeouts without progress, so shorter timeouts or fewer retries
+// report a dead peer sooner but also fail a connection whose peer or
+// network merely stalls that long (a congested link, a host whose
+// soft-RoCE work waits for a CPU). Raise AckTimeout on networks with
+// long round trips, or set it to 0 to use the value the kernel derives
+// from the path. docs/reliability.md has the measurements.
 func DefaultConnParam() *ConnParam {
-	return &ConnParam{ResponderResources: MaxResources, InitiatorDepth: MaxResources, RetryCount: 7, RNRRetryCount: 7}
+	return &ConnParam{ResponderResources: MaxResources, InitiatorDepth: MaxResources,
+		RetryCount: DefaultRetryCount, RNRRetryCount: 7, AckTimeout: DefaultAckTimeout}
 }
 
 // privateDataLimit is the longest private data of an operation in the
@@ -498,6 +548,9 @@ func (id *ID) connParam(op string, p *ConnParam, initDepth, respRes uint8) (*abi
 	if p.RetryCount > 7 || p.RNRRetryCount > 7 {
 		return nil, opError(op, id.handle, fmt.Errorf("retry count %d, RNR retry count %d: at most 7: %w", p.RetryCount, p.RNRRetryCount, errInvalid))
 	}
+	if p.AckTimeout > maxAckTimeout {
+		return nil, opError(op, id.handle, fmt.Errorf("ACK timeout %d: at most %d: %w", p.AckTimeout, maxAckTimeout, errInvalid))
+	}
 	id.mu.Lock()
 	if id.qp != nil {
 		k.QPNum, k.SRQ = id.qp.Num(), boolByte(id.qpSRQ)
@@ -508,6 +561,16 @@ func (id *ID) connParam(op string, p *ConnParam, initDepth, respRes uint8) (*abi
 	}
 	k.PrivateDataLen = uint8(copy(k.PrivateData[:], p.PrivateData))
 	return k, nil
+}
+
+// applyAckTimeout sets the ACK timeout of p on the ID before a connect
+// or accept, unless p has none, the ID is not RC, or SetAckTimeout set
+// one.
+func (id *ID) applyAckTimeout(op string, p *ConnParam) error {
+	if p.AckTimeout == 0 || id.qpType != uverbs.QPTypeRC || id.ackTimeoutSet.Load() {
+		return nil
+	}
+	return opError(op, id.handle, id.file().SetOption(id.handle, abi.RDMA_OPTION_ID, abi.RDMA_OPTION_ID_ACK_TIMEOUT, []byte{p.AckTimeout}))
 }
 
 func boolByte(b bool) uint8 {
@@ -575,6 +638,9 @@ func (id *ID) Connect(p *ConnParam) error {
 	if err != nil {
 		return err
 	}
+	if err := id.applyAckTimeout(op, p); err != nil {
+		return err
+	}
 	id.mu.Lock()
 	id.initDep, id.respRes = initDepth, respRes
 	id.mu.Unlock()
@@ -613,6 +679,9 @@ func (id *ID) Accept(p *ConnParam) error {
 	}
 	k, err := id.connParam(op, p, initDepth, respRes)
 	if err != nil {
+		return err
+	}
+	if err := id.applyAckTimeout(op, p); err != nil {
 		return err
 	}
 	if id.qpType != uverbs.QPTypeUD && id.hasQP() {
@@ -749,14 +818,24 @@ func (id *ID) SetAFOnly(on bool) error {
 }
 
 // SetAckTimeout sets the QP's local ACK timeout exponent
-// (RDMA_OPTION_ID_ACK_TIMEOUT): a send is retried after 4.096 µs *
-// 2^timeout without an acknowledgement. Set it before Connect or Accept.
+// (RDMA_OPTION_ID_ACK_TIMEOUT): a packet is sent again after 4.096 µs *
+// 2^timeout without an acknowledgement; 0 waits for ever. Set it before
+// Connect or Accept. It takes precedence over ConnParam.AckTimeout
+// (DefaultConnParam has one); see DefaultConnParam for the trade-off.
 func (id *ID) SetAckTimeout(timeout uint8) error {
-	if timeout > 31 {
-		return opError("set ACK_TIMEOUT", id.handle, fmt.Errorf("timeout %d: at most 31: %w", timeout, errInvalid))
+	const op = "set ACK_TIMEOUT"
+	if timeout > maxAckTimeout {
+		return opError(op, id.handle, fmt.Errorf("timeout %d: at most %d: %w", timeout, maxAckTimeout, errInvalid))
 	}
-	return id.setOption("set ACK_TIMEOUT", abi.RDMA_OPTION_ID_ACK_TIMEOUT, []byte{timeout})
+	if err := id.setOption(op, abi.RDMA_OPTION_ID_ACK_TIMEOUT, []byte{timeout}); err != nil {
+		return err
+	}
+	id.ackTimeoutSet.Store(true)
+	return nil
 }
+
+// maxAckTimeout is the largest ACK timeout exponent (5 bits).
+const maxAckTimeout = 31
 
 func intOption(on bool) []byte {
 	b := make([]byte, 4) // an int: only zero and non-zero matter

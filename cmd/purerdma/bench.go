@@ -270,13 +270,24 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return res.WriteText(stdout)
 }
 
-// benchRun connects to the peer and runs the test.
-func benchRun(ctx context.Context, cfg *benchConfig) (*bench.Result, error) {
+// benchRun opens the device, then connects to the peer and runs the
+// test: a device that does not exist or does not work fails at once,
+// before a server waits for its client.
+func benchRun(ctx context.Context, cfg *benchConfig) (_ *bench.Result, err error) {
+	ep, err := openBenchEndpoint(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bench %v: %w", cfg.test, err)
+	}
+	defer func() {
+		if cerr := ep.close(); err == nil && cerr != nil {
+			err = fmt.Errorf("bench %v: %w", cfg.test, cerr)
+		}
+	}()
 	conn, err := benchDial(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	res, err := runBench(ctx, cfg, conn)
+	res, err := runBench(ctx, cfg, conn, ep)
 	if cerr := conn.Close(); err == nil && cerr != nil && !errors.Is(cerr, net.ErrClosed) {
 		err = cerr
 	}

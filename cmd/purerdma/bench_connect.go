@@ -214,6 +214,9 @@ func (c *connectCQs) close() {
 }
 
 func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
+	if err := checkCMDevices(); err != nil {
+		return nil, fmt.Errorf("bench connect: %w", err)
+	}
 	dst, err := resolveHostPort(ctx, o.server, o.port)
 	if err != nil {
 		return nil, err
@@ -418,6 +421,9 @@ func (e *stepEvents) read(ctx context.Context, ch *rdmacm.EventChannel) {
 // threads do; more accepters share the requests, and 0 handles every
 // event in the loop.
 func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
+	if err := checkCMDevices(); err != nil {
+		return fmt.Errorf("bench connect: %w", err)
+	}
 	addr, err := resolveHostPort(ctx, o.bind, o.port)
 	if err != nil {
 		return err
@@ -433,7 +439,7 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 	}
 	defer l.Close()
 	if err := l.Bind(addr); err != nil {
-		return err
+		return fmt.Errorf("bench connect: bind to %v: %w", addr, bindError(addr, err))
 	}
 	if err := l.Listen(0); err != nil {
 		return err

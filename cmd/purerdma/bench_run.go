@@ -52,17 +52,11 @@ func openBenchEndpoint(cfg *benchConfig) (_ *benchEndpoint, err error) {
 			ep.close()
 		}
 	}()
-	name := cfg.dev
-	if name == "" {
-		devs, err := uverbs.Devices()
-		if err != nil {
-			return nil, err
-		}
-		if len(devs) == 0 {
-			return nil, errors.New("no RDMA device (rdma link add NAME type rxe netdev ETH adds a soft-RoCE one)")
-		}
-		name = devs[0].Name
+	dev, err := findDevice(cfg.dev)
+	if err != nil {
+		return nil, err
 	}
+	name := dev.Name
 	if ep.ctx, err = uverbs.Open(name, nil); err != nil {
 		return nil, err
 	}
@@ -257,22 +251,12 @@ func (s *benchSession) wrap(err error) error {
 	return nil
 }
 
-// runBench runs one test over conn, the connection to the peer, and
-// returns the result this side prints.
-func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn) (_ *bench.Result, err error) {
+// runBench runs one test on ep over conn, the connection to the peer,
+// and returns the result this side prints.
+func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn, ep *benchEndpoint) (_ *bench.Result, err error) {
 	s := &benchSession{ctx: ctx, conn: conn}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	ep, err := openBenchEndpoint(cfg)
-	if err != nil {
-		s.fail(err)
-		return nil, err
-	}
-	defer func() {
-		if cerr := ep.close(); err == nil {
-			err = cerr
-		}
-	}()
 	local := ep.hello(cfg)
 	hb, _ := local.MarshalBinary()
 	if err := s.send(bench.MsgHello, hb); err != nil {

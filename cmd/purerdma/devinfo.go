@@ -183,15 +183,14 @@ func devinfoCmd(args []string, stdout io.Writer) error {
 		return nil
 	}
 	if o.dev != "" {
-		for _, d := range devs {
-			if d.Name == o.dev {
-				return printHCA(stdout, d, o)
-			}
+		d, err := findDevice(o.dev)
+		if err != nil {
+			return fmt.Errorf("devinfo: %w", err)
 		}
-		return fmt.Errorf("devinfo: no RDMA device named %q", o.dev)
+		return printHCA(stdout, d, o)
 	}
 	if len(devs) == 0 {
-		return errors.New("devinfo: no RDMA devices found")
+		return fmt.Errorf("devinfo: %w", noDevicesError())
 	}
 	var errs []error
 	for _, d := range devs {

@@ -530,14 +530,15 @@ func TestDevinfoErrors(t *testing.T) {
 	t.Run("no such device", func(t *testing.T) {
 		useRxeFakes(t)
 		code, stdout, stderr := runArgs("devinfo", "-d", "mlx5_9")
-		if code != 1 || stdout != "" || stderr != "purerdma: devinfo: no RDMA device named \"mlx5_9\"\n" {
+		if code != 1 || stdout != "" || stderr != "purerdma: devinfo: no RDMA device named \"mlx5_9\"; the RDMA devices here: rxe0, rxe1\n" {
 			t.Errorf("= %d, %q, %q", code, stdout, stderr)
 		}
 	})
 	t.Run("no devices", func(t *testing.T) {
 		useDevinfoFakes(t, nil, nil)
+		dir := useDevDir(t, false)
 		code, _, stderr := runArgs("devinfo")
-		if code != 1 || stderr != "purerdma: devinfo: no RDMA devices found\n" {
+		if code != 1 || stderr != "purerdma: devinfo: no RDMA device: "+dir+" does not exist (no RDMA driver is loaded); "+linkAddHint+"\n" {
 			t.Errorf("= %d, %q", code, stderr)
 		}
 		if code, stdout, _ := runArgs("devinfo", "-l"); code != 0 || stdout != "0 HCAs found:\n\n" {

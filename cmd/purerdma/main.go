@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -257,7 +258,16 @@ func linkShow(filter string, stdout io.Writer) error {
 		shown++
 	}
 	if filter != "" && shown == 0 {
-		return fmt.Errorf("link show %s: %w", filter, rdmanl.ErrNoDevice)
+		var names []string
+		for _, l := range links {
+			if !slices.Contains(names, l.DevName) {
+				names = append(names, l.DevName)
+			}
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("link show %s: %w; %s", filter, rdmanl.ErrNoDevice, linkAddHint)
+		}
+		return fmt.Errorf("link show %s: %w; the RDMA devices here: %s", filter, rdmanl.ErrNoDevice, strings.Join(names, ", "))
 	}
 	return nil
 }

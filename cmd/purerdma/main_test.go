@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,7 +16,17 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-func TestMain(m *testing.M) { testutils.Main(m) }
+// TestMain runs the tests or, with mainEnv set, the command itself with
+// the arguments after the program name, as a process the tests start.
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) != "" {
+		os.Exit(runContext(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	testutils.Main(m)
+}
+
+// mainEnv makes the test binary the purerdma command (TestMain).
+const mainEnv = "PURERDMA_TEST_RUN_COMMAND"
 
 // fakeClient records the link requests it gets.
 type fakeClient struct {
@@ -174,7 +186,7 @@ func TestLinkShow(t *testing.T) {
 
 	useFakes(t, nil, &fakeClient{links: links})
 	code, stdout, stderr := runArgs("link", "show", "rxe7")
-	if code != 1 || stdout != "" || stderr != "purerdma: link show rxe7: no such RDMA device\n" {
+	if code != 1 || stdout != "" || stderr != "purerdma: link show rxe7: no such RDMA device; the RDMA devices here: rxe0, rxe1, mlx5_0\n" {
 		t.Errorf("link show rxe7 = %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

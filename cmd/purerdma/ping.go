@@ -41,7 +41,11 @@ import (
 // error); flags that do not apply to the side (-I on a server, -P on a
 // client) are errors, not ignored; the one-connection server stops
 // listening once a client has connected, so later clients are refused
-// at once instead of waiting. As in rping, a server ignores -C and -V.
+// at once instead of waiting; the connection retries an unacknowledged
+// packet 6 times after rdmacm.DefaultAckTimeout each (rping: 7 times
+// after the kernel's timeout, which soft-RoCE takes as for ever), so
+// sends to a dead peer fail after about 4 s instead of never
+// (docs/reliability.md). As in rping, a server ignores -C and -V.
 
 func init() {
 	register(command{
@@ -270,6 +274,9 @@ func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		src = netip.AddrPortFrom(a, 0)
 	}
 	ap := netip.AddrPortFrom(dst, uint16(o.port))
+	if err := checkCMDevices(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
@@ -311,6 +318,11 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		}
 	}
 	ap := netip.AddrPortFrom(addr, uint16(o.port))
+	// Without a device the rdma_cm would listen on the any address and
+	// wait for ever for a client it could not serve.
+	if err := checkCMDevices(); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
 	l, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
@@ -326,7 +338,7 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 	defer closeErr(&err, closeListener)
 	out.debugf("created cm_id %d\n", l.Handle())
 	if err := l.Bind(ap); err != nil {
-		return fmt.Errorf("ping: bind to %v: %w", ap, err)
+		return fmt.Errorf("ping: bind to %v: %w", ap, bindError(ap, err))
 	}
 	out.debugf("rdma_bind_addr successful\nrdma_listen\n")
 	if err := l.Listen(3); err != nil {
@@ -535,10 +547,13 @@ func (c *rpConn) close() error {
 	return nil
 }
 
-// connParam is rping_init_conn_param: one RDMA read in flight each way,
-// seven retries, RNR retries for ever.
+// connParam is rping_init_conn_param, one RDMA read in flight each way
+// and RNR retries for ever, with rdmacm's default retry count and ACK
+// timeout instead of rping's seven retries, which on soft-RoCE never end
+// when the peer is dead.
 func (c *rpConn) connParam() *rdmacm.ConnParam {
-	p := &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}
+	p := &rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1,
+		RetryCount: rdmacm.DefaultRetryCount, RNRRetryCount: 7, AckTimeout: rdmacm.DefaultAckTimeout}
 	if c.ownQP {
 		p.QPNum = c.qp.Num()
 	}

@@ -772,23 +772,18 @@ func (s *ppSession) linger(ctx context.Context, loop *ppLoop, wc []uverbs.WorkCo
 	}
 }
 
-// ppDevice is the device -d names, or the first one.
+// ppDevice is the device -d names, or the first one; the errors list
+// the devices that exist, or say how to add one.
 func ppDevice(name string) (uverbs.Device, error) {
-	if name != "" {
-		d, err := uverbs.DeviceByName(name)
-		if err != nil {
-			return uverbs.Device{}, fmt.Errorf("pingpong: IB device %s not found: %w", name, err)
-		}
-		return d, nil
+	if _, err := rdmaDevices(); err != nil {
+		return uverbs.Device{}, fmt.Errorf("pingpong: %w", err)
 	}
-	devs, err := uverbs.Devices()
+	d, err := findDevice(name)
 	if err != nil {
-		return uverbs.Device{}, err
+		// ibv_*_pingpong's words, then what exists.
+		return uverbs.Device{}, fmt.Errorf("pingpong: IB device %s not found: %w", name, err)
 	}
-	if len(devs) == 0 {
-		return uverbs.Device{}, errors.New("pingpong: no IB devices found")
-	}
-	return devs[0], nil
+	return d, nil
 }
 
 // ppDial is the client's side of the exchange.
