@@ -31,6 +31,7 @@ type Context struct {
 	prov           provider
 	log            *slog.Logger
 	objects        registry
+	qps            qpTable // by QP number, for Poll's error branch
 	closed         atomic.Bool
 	userHandles    atomic.Uint64
 	byHandle       sync.Map // user handle -> *CQ, *QP or *SRQ, for events

@@ -161,7 +161,15 @@ func (cq *CQ) Size() int { return cq.size }
 
 // Poll moves up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It makes no system call and does not allocate.
+//
+// A completion with an error status tells the library that its QP may
+// be in ERR (the device moves a QP there on an error): that QP's next
+// PostRecv asks the kernel, so that receives posted to a QP in ERR
+// complete with WCWRFlushErr.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq == nil {
+		return 0, errNil("CQ.Poll", "CQ")
+	}
 	if cq.locks {
 		return cq.pollLocked(wc)
 	}

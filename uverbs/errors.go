@@ -25,6 +25,13 @@ var errClosedContext = &sys.Error{Op: "uverbs: context", Err: ErrClosed}
 // errInvalid is EINVAL for bad input caught before a kernel call.
 var errInvalid = sys.ErrInvalid
 
+// errNil is the error for a nil receiver, argument or context: op names
+// the call ("QP.PostSend"), what the nil thing ("QP", "work request").
+// It matches EINVAL.
+func errNil(op, what string) error {
+	return fmt.Errorf("uverbs: %s: nil %s: %w", op, what, errInvalid)
+}
+
 // Busy errors of the fast path: preallocated, so a caller spinning on a
 // full queue allocates nothing.
 var (

@@ -76,11 +76,70 @@ type QP struct {
 	userHandle uint64
 	locks      bool
 	smu, rmu   sync.Mutex
-	state      atomic.Uint32 // QPState as last set or queried
-	q          qpQueues
+	// state is the QPState as last set or queried in its low byte,
+	// and qpErrSeen once a completion in error or an error event for
+	// the QP was seen since.
+	state atomic.Uint32
+	q     qpQueues
 	// mcast counts attached multicast groups: the kernel refuses to
 	// destroy a QP that has any.
 	mcast atomic.Int32
+}
+
+// qpErrSeen marks QP.state: a completion in error (Poll) or an error
+// event (Context.AsyncEvent) for the QP was seen since its state was
+// last set or queried, so the device may have moved it to ERR. The next
+// PostRecv asks the kernel (see QP.flushRecvs). It lies above the state
+// byte, so a marked state compares greater than QPStateErr.
+const qpErrSeen = 1 << 8
+
+// markErrSeen records that the device may have moved the QP to ERR.
+func (qp *QP) markErrSeen() { qp.state.Or(qpErrSeen) }
+
+// qpTable maps QP numbers to a context's QPs, for Poll's error branch.
+type qpTable struct {
+	mu sync.RWMutex
+	m  map[uint32]*QP
+}
+
+func (t *qpTable) add(qp *QP) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint32]*QP{}
+	}
+	t.m[qp.num] = qp
+}
+
+func (t *qpTable) remove(qp *QP) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[qp.num] == qp {
+		delete(t.m, qp.num)
+	}
+}
+
+func (t *qpTable) lookup(num uint32) *QP {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.m[num]
+}
+
+// each calls fn for every QP.
+func (t *qpTable) each(fn func(*QP)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, qp := range t.m {
+		fn(qp)
+	}
+}
+
+// sawErrorCompletion is Poll's error branch: a completion with an error
+// status for QP num means the device may have moved that QP to ERR.
+func (c *Context) sawErrorCompletion(num uint32) {
+	if qp := c.qps.lookup(num); qp != nil {
+		qp.markErrSeen()
+	}
 }
 
 // CreateQP creates a queue pair on the PD (ibv_create_qp). The QP starts
@@ -143,6 +202,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	for _, r := range qp.deps() {
 		r.use()
 	}
+	c.qps.add(qp)
 	c.track(&qp.resource)
 	return qp, nil
 }
@@ -214,6 +274,7 @@ func (qp *QP) destroy() error {
 		return err
 	}
 	err := qp.q.unmap()
+	qp.ctx.qps.remove(qp)
 	qp.ctx.dropUserHandle(qp.userHandle)
 	for _, r := range qp.deps() {
 		r.release()
@@ -246,7 +307,19 @@ func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 // PostSend posts a chain of send work requests (ibv_post_send) and rings
 // the doorbell once. It does not allocate. A full send queue fails at
 // once with an error matching ErrBusy; see PostError for partial posts.
+//
+// Sends are taken in RTS, SQD, SQE and ERR (in ERR they complete with
+// WCWRFlushErr). In RESET, INIT and RTR PostSend fails with EINVAL,
+// naming the state, before anything reaches the send queue.
+//
+// Should the doorbell itself fail after requests were written to the
+// queue (the kernel has no way to take them back, and would run them at
+// the next doorbell), the QP is moved to ERR, so that they complete
+// with WCWRFlushErr instead of running, and the error says so.
 func (qp *QP) PostSend(wr *SendWR) error {
+	if qp == nil || wr == nil {
+		return errNilPost("QP.PostSend", qp == nil)
+	}
 	if qp.locks {
 		return qp.postSendLocked(wr)
 	}
@@ -267,15 +340,28 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	if qp.closed.Load() {
 		return errClosedQP
 	}
+	if st := QPState(qp.state.Load()); st < QPStateRTS {
+		return errSendNotReady[st]
+	}
 	return qp.q.postSend(wr)
 }
 
 // PostRecv posts a chain of receive work requests (ibv_post_recv). It
-// makes no system call and does not allocate, except on a QP in the ERR
-// state (as last set or queried), where rxe needs a call to flush the
-// new requests with WCWRFlushErr. A QP with an SRQ has no receive
-// queue: post to the SRQ.
+// makes no system call and does not allocate, except on a QP in ERR,
+// where rxe needs a call to flush the new requests with WCWRFlushErr as
+// the verbs require. The QP counts as maybe in ERR once Poll returned a
+// completion in error for it or AsyncEvent an error event: the first
+// PostRecv after that asks the kernel (QUERY_QP) which state it is in.
+// A QP with an SRQ has no receive queue: post to the SRQ.
+//
+// The library does not learn of an ERR that shows in neither (a QP the
+// remote side moved to ERR while it had no receive posted and no send
+// outstanding): call Query, which refreshes the state, or move the QP to
+// ERR yourself before relying on receives posted to it completing.
 func (qp *QP) PostRecv(wr *RecvWR) error {
+	if qp == nil || wr == nil {
+		return errNilPost("QP.PostRecv", qp == nil)
+	}
 	if qp.locks {
 		return qp.postRecvLocked(wr)
 	}
@@ -305,7 +391,27 @@ var (
 	errClosedQP    = &sys.Error{Op: "uverbs: QP", Err: ErrClosed}
 	errRecvOnSRQQP = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("the QP takes receives from its SRQ: %w", errInvalid)}
 	errRecvInReset = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("QP in RESET: %w", errInvalid)}
+	// errSendNotReady, by state: sends are refused before RTS
+	// (preallocated: the check is on the fast path).
+	errSendNotReady = [...]error{
+		QPStateReset: errSendInState(QPStateReset),
+		QPStateInit:  errSendInState(QPStateInit),
+		QPStateRTR:   errSendInState(QPStateRTR),
+	}
 )
+
+func errSendInState(st QPState) error {
+	return &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("QP in %v, sends are taken from RTS on: %w", st, errInvalid)}
+}
+
+// errNilPost is the error of a post with a nil QP (nilQP) or a nil work
+// request.
+func errNilPost(op string, nilQP bool) error {
+	if nilQP {
+		return errNil(op, "QP")
+	}
+	return errNil(op, "work request")
+}
 
 // checkSend validates a send work request against the QP before it is
 // written to the queue.

@@ -122,6 +122,11 @@ func (q *rxeCQ) poll(wc []WorkCompletion) int {
 		w.VendorErr, w.ByteLen, w.QPNum, w.SrcQP = e.VendorErr, e.ByteLen, e.QPNum, e.SrcQP
 		w.Flags = wcFlags(e.WCFlags)
 		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, e.PortNum
+		if e.Status != 0 {
+			// The device may have moved the QP to ERR: the only
+			// work Poll does for an error, and only then.
+			q.p.ctx.sawErrorCompletion(e.QPNum)
+		}
 		ex := *e.Ex.ImmData()
 		w.Imm, w.InvalidatedRKey = 0, 0
 		if w.Flags&WCWithImm != 0 {
@@ -239,11 +244,34 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 		posted++
 	}
 	if posted > 0 {
-		if dbErr := q.p.ctx.fd.Write("rxe doorbell", q.db); dbErr != nil && err == nil {
-			err = dbErr
+		if dbErr := q.p.ctx.fd.Write("rxe doorbell", q.db); dbErr != nil {
+			return q.doorbellFailed(posted, dbErr, err)
 		}
 	}
 	return err
+}
+
+// doorbellFailed handles a doorbell that failed after posted requests
+// were published to the send queue. They cannot be taken back: the
+// kernel reads the producer index whenever its requester runs (at the
+// next doorbell, or from its timers), so they would run later, after
+// PostSend reported failure. Moving the QP to ERR makes the requester
+// flush them (WCWRFlushErr) instead. postErr is the error of a request
+// after them that was not posted, if any.
+//
+// PostSend refuses sends before RTS, and a locked QP's Modify to RESET
+// waits for posts in progress, so the kernel refusing the doorbell for
+// the QP's state takes a TD QP modified during a post, or a kernel
+// failure of another kind.
+func (q *rxeQP) doorbellFailed(posted int, dbErr, postErr error) error {
+	what := fmt.Sprintf("%d work request(s)", posted)
+	if postErr != nil {
+		what += fmt.Sprintf(" (the next one was not: %v)", postErr)
+	}
+	if err := q.qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState); err != nil {
+		return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue; moving the QP to ERR to flush them failed too (%v): they run at the next doorbell unless the QP is reset", dbErr, what, err)
+	}
+	return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, what)
 }
 
 func (q *rxeQP) postOneSend(wr *SendWR) error {
@@ -333,12 +361,8 @@ publish:
 
 func (q *rxeQP) postRecv(wr *RecvWR) error {
 	err := postRecvRing(q.rq, q.qp.cap.MaxRecvWR, q.qp.cap.MaxRecvSGE, wr)
-	if QPState(q.qp.state.Load()) == QPStateErr {
-		// rxe flushes the receive queue of a QP in the error state only
-		// when its responder runs, and nothing runs it for receives
-		// posted later: moving the QP to ERR again does, so these
-		// complete with WCWRFlushErr as the verbs require.
-		if kerr := q.qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState); kerr != nil && err == nil {
+	if q.qp.state.Load() >= uint32(QPStateErr) { // ERR, or maybe (qpErrSeen)
+		if kerr := q.qp.flushRecvs(); kerr != nil && err == nil {
 			err = kerr
 		}
 	}
