@@ -116,6 +116,10 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 		return nil, err
 	}
 	c := pd.ctx
+	if err := c.checkMRSize("RegMR", len(buf)); err != nil {
+		pd.release()
+		return nil, err
+	}
 	st := &mrState{pd: pd, buf: buf[:len(buf):len(buf)], addr: uint64(sys.PointerTo(buf)), length: uint64(len(buf)), access: kaccess}
 	if err := st.hold(); err != nil {
 		pd.release()
@@ -145,8 +149,20 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	return mr, nil
 }
 
+// checkMRSize checks a registration's length against the device's
+// MaxMRSize, when the device could be asked.
+func (c *Context) checkMRSize(op string, n int) error {
+	if a, err := c.deviceAttr(); err == nil && a.MaxMRSize > 0 && uint64(n) > a.MaxMRSize {
+		return fmt.Errorf("uverbs: %s: %d bytes: more than the %d %s registers at once: %w", op, n, a.MaxMRSize, c.dev.Name, errInvalid)
+	}
+	return nil
+}
+
 // RegBuffer registers all of b (RegMR of b.Bytes()).
 func (pd *PD) RegBuffer(b *Buffer, access Access) (*MR, error) {
+	if pd == nil {
+		return nil, errNil("RegBuffer", "PD")
+	}
 	if b == nil {
 		return nil, fmt.Errorf("uverbs: RegBuffer: nil Buffer: %w", errInvalid)
 	}
@@ -349,6 +365,12 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		next.pd = pd
 	}
 	if flags&ReregTranslation != 0 {
+		if err := c.checkMRSize("MR.Rereg", len(buf)); err != nil {
+			if flags&ReregPD != 0 {
+				pd.release()
+			}
+			return err
+		}
 		next.buf, next.addr, next.length = buf[:len(buf):len(buf)], uint64(sys.PointerTo(buf)), uint64(len(buf))
 		next.buffer, next.forked = nil, false
 		if err := next.hold(); err != nil {

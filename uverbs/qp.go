@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -234,6 +235,26 @@ func validateQPConfig(c *Context, cfg *QPConfig) error {
 	if cfg.Cap.MaxSendWR == 0 && cfg.Cap.MaxRecvWR == 0 && cfg.SRQ == nil {
 		return fmt.Errorf("uverbs: CreateQP: a QP needs a send or a receive queue (Cap.MaxSendWR, Cap.MaxRecvWR): %w", errInvalid)
 	}
+	maxWR := func(a *DeviceAttr) int { return a.MaxQPWR }
+	maxSGE := func(a *DeviceAttr) int { return a.MaxSGE }
+	for _, f := range []struct {
+		name string
+		v    uint32
+		max  func(*DeviceAttr) int
+	}{
+		{"Cap.MaxSendWR", cfg.Cap.MaxSendWR, maxWR},
+		{"Cap.MaxRecvWR", cfg.Cap.MaxRecvWR, maxWR},
+		{"Cap.MaxSendSGE", cfg.Cap.MaxSendSGE, maxSGE},
+		{"Cap.MaxRecvSGE", cfg.Cap.MaxRecvSGE, maxSGE},
+		{"Cap.MaxInlineData", cfg.Cap.MaxInlineData, func(*DeviceAttr) int { return 0 }},
+	} {
+		if cfg.SRQ != nil && (f.name == "Cap.MaxRecvWR" || f.name == "Cap.MaxRecvSGE") {
+			continue // ignored with an SRQ
+		}
+		if err := c.checkSize("CreateQP", f.name, uint64(f.v), f.max); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -416,7 +437,7 @@ func errNilPost(op string, nilQP bool) error {
 // checkSend validates a send work request against the QP before it is
 // written to the queue.
 func (qp *QP) checkSend(wr *SendWR) error {
-	if uint32(len(wr.SGL)) > qp.cap.MaxSendSGE && wr.Opcode != WRBindMW {
+	if len(wr.SGL) > int(qp.cap.MaxSendSGE) && wr.Opcode != WRBindMW {
 		return fmt.Errorf("uverbs post send: %d scatter/gather entries, the QP takes %d: %w", len(wr.SGL), qp.cap.MaxSendSGE, errInvalid)
 	}
 	if !qp.typ.allows(wr.Opcode) {
@@ -440,6 +461,9 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		}
 		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
 			return fmt.Errorf("uverbs post send: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, errInvalid)
+		}
+		if wr.FlushLength > math.MaxUint32 {
+			return fmt.Errorf("uverbs post send: FLUSH of %d bytes: a work request carries at most %d: %w", wr.FlushLength, uint32(math.MaxUint32), errInvalid)
 		}
 	case WRBindMW:
 		if wr.Bind == nil || wr.Bind.MW == nil || wr.Bind.MR == nil || len(wr.SGL) != 0 {

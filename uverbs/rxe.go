@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"sync/atomic"
 
@@ -351,6 +352,9 @@ func (q *rxeQP) postOneSend(wr *SendWR) error {
 			e.Addr, e.Length, e.LKey = s.Addr, s.Length, s.LKey
 			length += uint64(s.Length)
 		}
+		if length > math.MaxUint32 {
+			return errMessageTooLong("send", length)
+		}
 	}
 	wqe.DMA.Length, wqe.DMA.Resid = uint32(length), uint32(length)
 	wqe.DMA.NumSGE = uint32(len(wr.SGL))
@@ -373,7 +377,7 @@ func (q *rxeQP) postRecv(wr *RecvWR) error {
 // an SRQ. No doorbell: the kernel reads the ring when a message arrives.
 func postRecvRing(r *rxeRing, maxWR, maxSGE uint32, wr *RecvWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
-		if uint32(len(wr.SGL)) > maxSGE {
+		if len(wr.SGL) > int(maxSGE) {
 			return postError(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, errInvalid))
 		}
 		prod := r.producer()
@@ -384,16 +388,25 @@ func postRecvRing(r *rxeRing, maxWR, maxSGE uint32, wr *RecvWR) error {
 		wqe := mmio.At[abi.RXERecvWQE](r.data, off)
 		wqe.WRID = wr.WRID
 		sges := off + int(abi.OffsetofRXERecvWQEDMA) + abi.OffsetofRXEDMAInfoSGE
-		var length uint32
+		var length uint64
 		for j, s := range wr.SGL {
 			e := mmio.At[abi.RXESGE](r.data, sges+j*int(abi.SizeofRXESGE))
 			e.Addr, e.Length, e.LKey = s.Addr, s.Length, s.LKey
-			length += s.Length
+			length += uint64(s.Length)
 		}
-		wqe.DMA = abi.RXEDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))}
+		if length > math.MaxUint32 {
+			return postError(i, wr.WRID, errMessageTooLong("receive", length))
+		}
+		wqe.DMA = abi.RXEDMAInfo{Length: uint32(length), Resid: uint32(length), NumSGE: uint32(len(wr.SGL))}
 		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
 	}
 	return nil
+}
+
+// errMessageTooLong refuses a scatter/gather list whose lengths add up
+// to more than a work request's 32-bit length holds.
+func errMessageTooLong(what string, n uint64) error {
+	return fmt.Errorf("uverbs post %s: the scatter/gather entries add up to %d bytes, a work request carries at most %d: %w", what, n, uint32(math.MaxUint32), errInvalid)
 }
 
 // ---- shared receive queue ----

@@ -50,6 +50,15 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	if cfg.MaxWR == 0 || cfg.MaxSGE == 0 {
 		return nil, fmt.Errorf("uverbs: CreateSRQ: MaxWR and MaxSGE must be at least 1: %w", errInvalid)
 	}
+	if err := c.checkSize("CreateSRQ", "MaxWR", uint64(cfg.MaxWR), func(a *DeviceAttr) int { return a.MaxSRQWR }); err != nil {
+		return nil, err
+	}
+	if err := c.checkSize("CreateSRQ", "MaxSGE", uint64(cfg.MaxSGE), func(a *DeviceAttr) int { return a.MaxSRQSGE }); err != nil {
+		return nil, err
+	}
+	if cfg.Limit > cfg.MaxWR {
+		return nil, fmt.Errorf("uverbs: CreateSRQ: Limit %d is more than MaxWR %d: %w", cfg.Limit, cfg.MaxWR, errInvalid)
+	}
 	if cfg.TD != nil {
 		if err := cfg.TD.usable(c); err != nil {
 			return nil, err
@@ -162,12 +171,29 @@ func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if mask == 0 || mask&^(SRQMaxWR|SRQLimit) != 0 {
 		return fmt.Errorf("uverbs: modify SRQ: mask %#x: %w", uint32(mask), errInvalid)
 	}
+	if mask&SRQMaxWR != 0 {
+		if attr.MaxWR == 0 {
+			return fmt.Errorf("uverbs: modify SRQ: MaxWR 0: %w", errInvalid)
+		}
+		if err := srq.ctx.checkSize("modify SRQ", "MaxWR", uint64(attr.MaxWR), func(a *DeviceAttr) int { return a.MaxSRQWR }); err != nil {
+			return err
+		}
+	}
 	if mask&SRQMaxWR != 0 && srq.locks {
 		srq.mu.Lock()
 		defer srq.mu.Unlock()
 	}
 	if err := srq.alive(); err != nil {
 		return err
+	}
+	if mask&SRQLimit != 0 {
+		room := srq.maxWR
+		if mask&SRQMaxWR != 0 {
+			room = attr.MaxWR
+		}
+		if attr.Limit > room {
+			return fmt.Errorf("uverbs: modify SRQ: Limit %d is more than the %d receives the SRQ holds: %w", attr.Limit, room, errInvalid)
+		}
 	}
 	drvIn, drvOut := srq.q.modifyDriverData()
 	core := abi.ModifySRQ{SRQHandle: srq.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
