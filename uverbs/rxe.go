@@ -74,6 +74,12 @@ func (r *rxeRing) full(prod, limit uint32) bool {
 	return used >= r.mask || used >= limit
 }
 
+// room is how many entries the ring holds: one slot stays empty to tell
+// a full ring from an empty one. It is what an SRQ reports as its size
+// (rxe's query answers the index mask); a QP's rings are held to the
+// capacity CREATE_QP reported instead (see full).
+func (r *rxeRing) room() uint32 { return r.mask }
+
 func (r *rxeRing) slot(i uint32) int { return int((i & r.mask) << r.log2) }
 
 func (r *rxeRing) slotSize() int { return 1 << r.log2 }
@@ -430,6 +436,7 @@ func (p *rxeProvider) newSRQ(srq *SRQ, out []byte) (srqQueue, error) {
 		return nil, err
 	}
 	srq.num = resp.SRQNum
+	srq.maxWR = ring.room()
 	return &rxeSRQ{p: p, srq: srq, ring: ring}, nil
 }
 
@@ -456,6 +463,7 @@ func (q *rxeSRQ) modified(resized bool) error {
 		return err
 	}
 	q.ring = ring
+	q.srq.maxWR = ring.room()
 	return old.unmap()
 }
 

@@ -18,7 +18,9 @@ type SRQConfig struct {
 	TD    *TD // if set, PostRecv is lock-free: one goroutine at a time
 }
 
-// SRQAttr are an SRQ's current attributes (ibv_srq_attr).
+// SRQAttr are an SRQ's current attributes (ibv_srq_attr). From Query,
+// MaxWR is how many receives the SRQ holds: that many can be posted at
+// once, one more fails with ErrBusy.
 type SRQAttr struct {
 	MaxWR  uint32
 	MaxSGE uint32
@@ -33,7 +35,7 @@ type SRQ struct {
 	pd         *PD
 	td         *TD
 	num        uint32
-	maxWR      uint32
+	maxWR      uint32 // the receives PostRecv takes at once: the ring's room (set by the provider)
 	maxSGE     uint32
 	userHandle uint64
 	locks      bool
@@ -41,8 +43,13 @@ type SRQ struct {
 	q          srqQueue
 }
 
-// CreateSRQ creates a shared receive queue (ibv_create_srq).
+// CreateSRQ creates a shared receive queue (ibv_create_srq). The SRQ
+// may hold more than MaxWR receives (the device rounds up); Query says
+// how many.
 func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
+	if pd == nil {
+		return nil, errNil("CreateSRQ", "PD")
+	}
 	c := pd.ctx
 	if err := pd.alive(); err != nil {
 		return nil, err
@@ -85,7 +92,7 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 		return nil, err
 	}
 	srq.handle = uint32(m.Result(h))
-	srq.maxWR, srq.maxSGE = maxWR, maxSGE
+	srq.maxWR, srq.maxSGE = maxWR, maxSGE // the provider sets maxWR to what its ring holds
 	srq.closer = srq.destroy
 	q, err := c.prov.newSRQ(srq, driverOut)
 	if err != nil {
@@ -202,14 +209,17 @@ func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if err != nil {
 		return err
 	}
-	if mask&SRQMaxWR != 0 {
-		srq.maxWR = attr.MaxWR
-	}
-	return srq.q.modified(mask&SRQMaxWR != 0)
+	return srq.q.modified(mask&SRQMaxWR != 0) // sets maxWR after a resize
 }
 
-// Query reads the SRQ's attributes (ibv_query_srq).
+// Query reads the SRQ's attributes (ibv_query_srq). MaxWR is how many
+// receives PostRecv takes at once, which is what the SRQ's queue holds.
+// (6.1's rxe reports its queue's size while telling CreateSRQ the size
+// asked for; the library posts up to the queue's size.)
 func (srq *SRQ) Query() (SRQAttr, error) {
+	if srq == nil {
+		return SRQAttr{}, errNil("SRQ.Query", "SRQ")
+	}
 	if err := srq.alive(); err != nil {
 		return SRQAttr{}, err
 	}
@@ -219,5 +229,5 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 	if err := srq.ctx.fd.Command("uverbs QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return SRQAttr{}, err
 	}
-	return SRQAttr{MaxWR: resp.MaxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
+	return SRQAttr{MaxWR: srq.maxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
 }
