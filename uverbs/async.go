@@ -225,5 +225,10 @@ func (c *Context) noteAsyncEvent(ev AsyncEvent) {
 // AsyncFd is the file descriptor of the context's asynchronous events,
 // for a caller's own epoll loop: it is readable when AsyncEvent would
 // return at once. Read events with AsyncEvent, not from the descriptor.
-// It is valid until Close, and -1 after.
-func (c *Context) AsyncFd() int { return c.async.Fd() }
+// It is valid until Close, and -1 after (and for a nil Context).
+func (c *Context) AsyncFd() int {
+	if c == nil {
+		return -1
+	}
+	return c.async.Fd()
+}

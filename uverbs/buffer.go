@@ -68,6 +68,9 @@ func AllocBuffer(size int) (*Buffer, error) {
 // pin pages of a DAX file system for a registration: EOPNOTSUPP). f may
 // be closed once MapFile returns; the mapping keeps the file open.
 func MapFile(f *os.File, size int) (*Buffer, error) {
+	if f == nil {
+		return nil, errNil("MapFile", "file")
+	}
 	if size <= 0 {
 		return nil, fmt.Errorf("uverbs: MapFile: size %d: must be positive: %w", size, errInvalid)
 	}
@@ -123,6 +126,9 @@ var buffersLeaked atomic.Int64
 // Bytes is the buffer's memory, or nil after Close. Slices taken from it
 // must not be used after Close: the memory is unmapped.
 func (b *Buffer) Bytes() []byte {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {
@@ -132,12 +138,20 @@ func (b *Buffer) Bytes() []byte {
 }
 
 // Len is the size AllocBuffer or MapFile was asked for.
-func (b *Buffer) Len() int { return b.size }
+func (b *Buffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
 
 // Close unmaps the buffer. It fails with EBUSY, and the buffer stays
 // usable, while memory regions are registered on it; a second Close
 // returns ErrClosed.
 func (b *Buffer) Close() error {
+	if b == nil {
+		return errNil("Buffer.Close", "Buffer")
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {

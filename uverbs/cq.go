@@ -49,6 +49,9 @@ type CQ struct {
 
 // CreateCQ creates a completion queue (ibv_create_cq).
 func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
+	if c == nil {
+		return nil, errNil("CreateCQ", "Context")
+	}
 	if c.closed.Load() {
 		return nil, errClosedContext
 	}
@@ -163,10 +166,20 @@ func (cq *CQ) destroy() error {
 
 // Close destroys the CQ (ibv_destroy_cq). It fails with EBUSY, and the CQ
 // stays usable, while QPs or SRQs use it.
-func (cq *CQ) Close() error { return cq.close() }
+func (cq *CQ) Close() error {
+	if cq == nil {
+		return errNil("CQ.Close", "CQ")
+	}
+	return cq.close()
+}
 
-// Size is how many completions the CQ holds.
-func (cq *CQ) Size() int { return cq.size }
+// Size is how many completions the CQ holds (0 for a nil CQ).
+func (cq *CQ) Size() int {
+	if cq == nil {
+		return 0
+	}
+	return cq.size
+}
 
 // Poll moves up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It makes no system call and does not allocate.
@@ -206,6 +219,9 @@ var errClosedCQ = &sys.Error{Op: "uverbs: CQ", Err: ErrClosed}
 // completion, or with solicitedOnly for the next solicited or error
 // completion (ibv_req_notify_cq). One event per arming.
 func (cq *CQ) RequestNotify(solicitedOnly bool) error {
+	if cq == nil {
+		return errNil("CQ.RequestNotify", "CQ")
+	}
 	if err := cq.alive(); err != nil {
 		return err
 	}

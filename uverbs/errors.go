@@ -50,10 +50,18 @@ type PostError struct {
 }
 
 func (e *PostError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("uverbs: work request %d (wr_id %#x): %v", e.Index, e.WRID, e.Err)
 }
 
-func (e *PostError) Unwrap() error { return e.Err }
+func (e *PostError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 func postError(i int, wrid uint64, err error) error {
 	if i == 0 {

@@ -3,11 +3,13 @@ package uverbs
 import (
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/mmio"
 )
 
 // QPType is a queue pair's transport (ibv_qp_type).
@@ -146,6 +148,9 @@ func (c *Context) sawErrorCompletion(num uint32) {
 // CreateQP creates a queue pair on the PD (ibv_create_qp). The QP starts
 // in the RESET state.
 func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
+	if pd == nil {
+		return nil, errNil("CreateQP", "PD")
+	}
 	c := pd.ctx
 	if err := pd.alive(); err != nil {
 		return nil, err
@@ -306,24 +311,49 @@ func (qp *QP) destroy() error {
 // Close destroys the QP (ibv_destroy_qp). Detach it from multicast
 // groups first.
 func (qp *QP) Close() error {
+	if qp == nil {
+		return errNil("QP.Close", "QP")
+	}
 	if qp.mcast.Load() > 0 { // refuse before the closed flag flips
 		return sys.InUse("uverbs QP_DESTROY (attached to multicast groups)", int(qp.mcast.Load()))
 	}
 	return qp.close()
 }
 
-// Num is the QP number peers address.
-func (qp *QP) Num() uint32 { return qp.num }
+// Num is the QP number peers address (0 for a nil QP).
+func (qp *QP) Num() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.num
+}
 
-// Type is the QP's transport.
-func (qp *QP) Type() QPType { return qp.typ }
+// Type is the QP's transport (0 for a nil QP).
+func (qp *QP) Type() QPType {
+	if qp == nil {
+		return 0
+	}
+	return qp.typ
+}
 
 // Cap is what the device gave: at least what was asked for.
-func (qp *QP) Cap() QPCap { return qp.cap }
+func (qp *QP) Cap() QPCap {
+	if qp == nil {
+		return QPCap{}
+	}
+	return qp.cap
+}
 
-// State is the QP state as last set by Modify or read by Query; the
-// device may have moved it to an error state since.
-func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
+// State is the QP state as last set by Modify or read by Query (RESET
+// for a nil QP). The device may have moved the QP to ERR since; the
+// library notices when Poll returns a completion in error for the QP or
+// AsyncEvent an error event, and the next PostRecv then asks the kernel.
+func (qp *QP) State() QPState {
+	if qp == nil {
+		return QPStateReset
+	}
+	return QPState(qp.state.Load())
+}
 
 // PostSend posts a chain of send work requests (ibv_post_send) and rings
 // the doorbell once. It does not allocate. A full send queue fails at
@@ -481,12 +511,45 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		var n uint64
 		for _, s := range wr.SGL {
 			n += uint64(s.Length)
+			// The library reads inline data itself: refuse what is
+			// plainly not memory (copyInline catches the rest).
+			if s.Length > 0 && (s.Addr < minAddr || s.Addr+uint64(s.Length) < s.Addr) {
+				return fmt.Errorf("uverbs post send: inline data at %#x (%d bytes) is not process memory: %w", s.Addr, s.Length, errInvalid)
+			}
 		}
 		if n > uint64(qp.cap.MaxInlineData) {
 			return fmt.Errorf("uverbs post send: %d bytes inline, the QP takes %d: %w", n, qp.cap.MaxInlineData, errInvalid)
 		}
 	}
 	return nil
+}
+
+// minAddr is the lowest address inline data may be read from: the first
+// page is never mapped (vm.mmap_min_addr is at least a page).
+const minAddr = 4096
+
+// copyInline copies the inline data of sgl to dst and returns how many
+// bytes it copied. Memory that cannot be read (an address of no
+// mapping) is an error, not a crash: the fault panics (SetPanicOnFault)
+// and is recovered here. Only inline sends pay for the deferred call.
+func copyInline(dst []byte, sgl []SGE) (n int, err error) {
+	old := debug.SetPanicOnFault(true)
+	i := 0
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			f, fault := r.(interface{ Addr() uintptr })
+			if !fault {
+				panic(r)
+			}
+			err = fmt.Errorf("uverbs post send: inline data of entry %d (%d bytes at %#x): no readable memory at %#x: %w",
+				i, sgl[i].Length, sgl[i].Addr, f.Addr(), errInvalid)
+		}
+	}()
+	for ; i < len(sgl); i++ {
+		n += copy(dst[n:], mmio.BytesAt(sgl[i].Addr, int(sgl[i].Length)))
+	}
+	return n, nil
 }
 
 // allows reports whether a QP of type t can post op (IB spec: UC has no

@@ -288,6 +288,9 @@ func ahAttrFromDest(d abi.QPDest) AHAttr {
 // all of them; mask is passed along for devices that read it. It also
 // refreshes State.
 func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
+	if qp == nil {
+		return QPAttr{}, errNil("QP.Query", "QP")
+	}
 	if err := qp.alive(); err != nil {
 		return QPAttr{}, err
 	}
@@ -342,6 +345,9 @@ func (qp *QP) DetachMcast(gid GID, lid uint16) error {
 }
 
 func (qp *QP) checkMcast(gid GID) error {
+	if qp == nil {
+		return errNil("QP multicast", "QP")
+	}
 	if err := qp.alive(); err != nil {
 		return err
 	}

@@ -347,11 +347,11 @@ func (q *rxeQP) postOneSend(wr *SendWR) error {
 		*wqe.WR.Ex.InvalidateRKey() = wr.InvalidateRKey
 	}
 	if wr.Flags&SendInline != 0 {
-		p := payload
-		for _, s := range wr.SGL {
-			p += copy(r.data[p:], mmio.BytesAt(s.Addr, int(s.Length)))
-			length += uint64(s.Length)
+		n, err := copyInline(r.data[payload:], wr.SGL)
+		if err != nil {
+			return err
 		}
+		length = uint64(n)
 	} else {
 		for i, s := range wr.SGL {
 			e := mmio.At[abi.RXESGE](r.data, payload+i*int(abi.SizeofRXESGE))

@@ -136,15 +136,33 @@ func (srq *SRQ) destroy() error {
 
 // Close destroys the SRQ (ibv_destroy_srq); it fails with EBUSY while QPs
 // use it.
-func (srq *SRQ) Close() error { return srq.close() }
+func (srq *SRQ) Close() error {
+	if srq == nil {
+		return errNil("SRQ.Close", "SRQ")
+	}
+	return srq.close()
+}
 
-// Num is the SRQ number, as the provider reports it (rxe does).
-func (srq *SRQ) Num() uint32 { return srq.num }
+// Num is the SRQ number, as the provider reports it (rxe does); 0 for a
+// nil SRQ.
+func (srq *SRQ) Num() uint32 {
+	if srq == nil {
+		return 0
+	}
+	return srq.num
+}
 
 // PostRecv posts a chain of receive work requests (ibv_post_srq_recv),
-// without a system call or an allocation. A full SRQ fails at once with
-// an error matching ErrBusy.
+// without a system call or an allocation. A full SRQ (Query's MaxWR
+// receives posted and not yet used) fails at once with an error
+// matching ErrBusy.
 func (srq *SRQ) PostRecv(wr *RecvWR) error {
+	if srq == nil || wr == nil {
+		if srq == nil {
+			return errNil("SRQ.PostRecv", "SRQ")
+		}
+		return errNil("SRQ.PostRecv", "work request")
+	}
 	if srq.locks {
 		return srq.postRecvLocked(wr)
 	}
@@ -175,6 +193,9 @@ const (
 
 // Modify resizes the SRQ or arms its limit event (ibv_modify_srq).
 func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	if srq == nil {
+		return errNil("SRQ.Modify", "SRQ")
+	}
 	if mask == 0 || mask&^(SRQMaxWR|SRQLimit) != 0 {
 		return fmt.Errorf("uverbs: modify SRQ: mask %#x: %w", uint32(mask), errInvalid)
 	}
