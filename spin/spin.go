@@ -46,6 +46,7 @@ package spin
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -129,10 +130,18 @@ func ticksFor(rate uint64, d time.Duration) uint64 {
 	return max(uint64(float64(rate)*d.Seconds()), 1)
 }
 
+// ErrNilWaiter is what Spin returns for a nil *Waiter: a loop paced by
+// none would never end on its context.
+var ErrNilWaiter = errors.New("spin: Spin on a nil *Waiter (make one with spin.New)")
+
 // Spin is called on every pass of the loop. It returns ctx's error once
 // ctx is done, and nil otherwise, after yielding to the scheduler if the
-// interval has passed since the last yield.
+// interval has passed since the last yield. On a nil *Waiter it returns
+// ErrNilWaiter.
 func (w *Waiter) Spin() error {
+	if w == nil {
+		return ErrNilWaiter
+	}
 	w.calls++
 	if w.calls < w.next {
 		return nil
@@ -191,5 +200,11 @@ func (w *Waiter) calibrate() {
 	}
 }
 
-// Yields reports how many times the Waiter has yielded.
-func (w *Waiter) Yields() uint64 { return w.yields }
+// Yields reports how many times the Waiter has yielded (0 for a nil
+// *Waiter).
+func (w *Waiter) Yields() uint64 {
+	if w == nil {
+		return 0
+	}
+	return w.yields
+}

@@ -162,3 +162,14 @@ func BenchmarkSpin(b *testing.B) {
 		_ = w.Spin()
 	}
 }
+
+// TestSpinNilWaiter: a nil *Waiter is an error, not a panic.
+func TestSpinNilWaiter(t *testing.T) {
+	var w *Waiter
+	if err := w.Spin(); !errors.Is(err, ErrNilWaiter) {
+		t.Errorf("Spin on a nil Waiter = %v, want ErrNilWaiter", err)
+	}
+	if n := w.Yields(); n != 0 {
+		t.Errorf("Yields of a nil Waiter = %d", n)
+	}
+}

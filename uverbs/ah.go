@@ -18,6 +18,9 @@ type AH struct {
 // CreateAH creates an address handle (ibv_create_ah). On RoCE the
 // address must be global (IsGlobal, GRH.DGID, GRH.SGIDIndex).
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
+	if pd == nil {
+		return nil, errNil("CreateAH", "PD")
+	}
 	c := pd.ctx
 	if err := pd.alive(); err != nil {
 		return nil, err
@@ -58,7 +61,17 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 }
 
 // Attr is the address the AH was created with.
-func (ah *AH) Attr() AHAttr { return ah.attr }
+func (ah *AH) Attr() AHAttr {
+	if ah == nil {
+		return AHAttr{}
+	}
+	return ah.attr
+}
 
 // Close destroys the AH (ibv_destroy_ah).
-func (ah *AH) Close() error { return ah.close() }
+func (ah *AH) Close() error {
+	if ah == nil {
+		return errNil("AH.Close", "AH")
+	}
+	return ah.close()
+}

@@ -148,7 +148,18 @@ func (e AsyncEvent) String() string {
 // Events about a CQ, QP or SRQ that was closed after the kernel queued
 // them are dropped (the kernel drops those still queued when the object
 // is destroyed; this catches the race).
+//
+// A QP error event (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR), a CQ_ERR (for
+// the QPs on that CQ) and DEVICE_FATAL (for every QP) tell the library
+// that the QPs may be in ERR: their next PostRecv asks the kernel, so
+// that receives posted to a QP in ERR complete with WCWRFlushErr.
 func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	if c == nil {
+		return AsyncEvent{}, errNil("Context.AsyncEvent", "Context")
+	}
+	if ctx == nil {
+		return AsyncEvent{}, errNil("Context.AsyncEvent", "context.Context")
+	}
 	if c.closed.Load() {
 		return AsyncEvent{}, errClosedContext
 	}
@@ -163,6 +174,7 @@ func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
 			return AsyncEvent{}, &sys.Error{Op: "uverbs async event read", Err: fmt.Errorf("%d bytes, want %d", n, len(b))}
 		}
 		if ev, ok := decodeAsyncEvent(desc, c.objectFor); ok {
+			c.noteAsyncEvent(ev)
 			return ev, nil
 		}
 	}
@@ -190,8 +202,33 @@ func decodeAsyncEvent(desc abi.AsyncEventDesc, lookup func(uint64) any) (AsyncEv
 	return ev, ok
 }
 
+// noteAsyncEvent marks the QPs an error event says may be in ERR.
+func (c *Context) noteAsyncEvent(ev AsyncEvent) {
+	switch ev.Type {
+	case EventQPFatal, EventQPReqErr, EventQPAccessErr:
+		if ev.QP != nil {
+			ev.QP.markErrSeen()
+		}
+	case EventCQErr:
+		if ev.CQ != nil {
+			c.qps.each(func(qp *QP) {
+				if qp.sendCQ == ev.CQ || qp.recvCQ == ev.CQ {
+					qp.markErrSeen()
+				}
+			})
+		}
+	case EventDeviceFatal:
+		c.qps.each((*QP).markErrSeen)
+	}
+}
+
 // AsyncFd is the file descriptor of the context's asynchronous events,
 // for a caller's own epoll loop: it is readable when AsyncEvent would
 // return at once. Read events with AsyncEvent, not from the descriptor.
-// It is valid until Close, and -1 after.
-func (c *Context) AsyncFd() int { return c.async.Fd() }
+// It is valid until Close, and -1 after (and for a nil Context).
+func (c *Context) AsyncFd() int {
+	if c == nil {
+		return -1
+	}
+	return c.async.Fd()
+}

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"slices"
@@ -21,11 +22,13 @@ import (
 // Bytes (or a part of it) to PD.RegMR; either way Close is refused while
 // a memory region uses it.
 //
-// Close the Buffer when done. As a leak net, the garbage collector
-// unmaps a Buffer that became unreachable without Close; slices from
-// Bytes do not keep it reachable (they point outside the heap), so keep
-// the *Buffer, or a memory region registered on it, while its memory is
-// in use.
+// Close the Buffer when done. A Buffer that becomes unreachable without
+// Close is leaked, never unmapped behind the caller's back: slices from
+// Bytes do not keep the *Buffer reachable (they point outside the heap)
+// and may still be in use, so unmapping would turn a leak into a crash.
+// The garbage collector's cleanup only reports it: a warning through
+// log/slog's default logger, naming the address and size, and a count
+// the package's tests read.
 //
 // Bytes may be used from any goroutine; synchronising access to the
 // contents is the caller's business. Close is safe to call concurrently
@@ -65,6 +68,9 @@ func AllocBuffer(size int) (*Buffer, error) {
 // pin pages of a DAX file system for a registration: EOPNOTSUPP). f may
 // be closed once MapFile returns; the mapping keeps the file open.
 func MapFile(f *os.File, size int) (*Buffer, error) {
+	if f == nil {
+		return nil, errNil("MapFile", "file")
+	}
 	if size <= 0 {
 		return nil, fmt.Errorf("uverbs: MapFile: size %d: must be positive: %w", size, errInvalid)
 	}
@@ -92,26 +98,37 @@ func MapFile(f *os.File, size int) (*Buffer, error) {
 // newBuffer tracks a fresh mapping of at least size bytes.
 func newBuffer(mem []byte, size int) *Buffer {
 	b := &Buffer{mem: mem, size: size}
-	// A leak net: an unreachable, unclosed Buffer is unmapped by the GC.
-	// (A memory region keeps its Buffer reachable while it is open.)
-	b.leaked = runtime.AddCleanup(b, func(mem []byte) {
-		buffers.mu.Lock()
-		buffers.drop(uint64(sys.PointerTo(mem)))
-		buffers.mu.Unlock()
-		buffersLeaked.Add(1)
-		sys.Munmap(mem)
-	}, mem)
+	// A leak report: an unreachable, unclosed Buffer is forgotten and
+	// reported, and its memory stays mapped, since slices of it may
+	// still be in use. (A memory region keeps its Buffer reachable
+	// while it is open.)
+	addr := uint64(sys.PointerTo(mem))
+	b.leaked = runtime.AddCleanup(b, func(n int) { bufferLeaked(addr, n) }, size)
 	buffers.add(b)
 	return b
 }
 
-// buffersLeaked counts Buffers the garbage collector unmapped because
-// they were never closed; tests check it.
+// bufferLeaked is the cleanup of a Buffer that became unreachable
+// without Close: it forgets it and reports the leak, without unmapping.
+func bufferLeaked(addr uint64, size int) {
+	buffers.mu.Lock()
+	buffers.drop(addr)
+	buffers.mu.Unlock()
+	buffersLeaked.Add(1)
+	slog.Warn("uverbs: a Buffer was not closed; its memory stays mapped (slices of it may be in use): close Buffers when done",
+		"addr", fmt.Sprintf("%#x", addr), "size", size)
+}
+
+// buffersLeaked counts Buffers that became unreachable without Close
+// (their memory stays mapped); tests check it.
 var buffersLeaked atomic.Int64
 
 // Bytes is the buffer's memory, or nil after Close. Slices taken from it
 // must not be used after Close: the memory is unmapped.
 func (b *Buffer) Bytes() []byte {
+	if b == nil {
+		return nil
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {
@@ -121,12 +138,20 @@ func (b *Buffer) Bytes() []byte {
 }
 
 // Len is the size AllocBuffer or MapFile was asked for.
-func (b *Buffer) Len() int { return b.size }
+func (b *Buffer) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
 
 // Close unmaps the buffer. It fails with EBUSY, and the buffer stays
 // usable, while memory regions are registered on it; a second Close
 // returns ErrClosed.
 func (b *Buffer) Close() error {
+	if b == nil {
+		return errNil("Buffer.Close", "Buffer")
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -224,24 +226,70 @@ func TestBufferBusy(t *testing.T) {
 	}
 }
 
-// TestBufferLeakNet: a Buffer dropped without Close is unmapped by the GC.
-func TestBufferLeakNet(t *testing.T) {
+// TestBufferLeakKeepsMapping: a Buffer dropped without Close while a
+// slice of it is still in use is reported as leaked, and its memory stays
+// mapped: the slice keeps working. (The GC cleanup used to unmap it,
+// and the next use of the slice crashed the process.)
+func TestBufferLeakKeepsMapping(t *testing.T) {
+	var logged lockedLog
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(old)
 	before := buffersLeaked.Load()
-	func() {
+	mem := func() []byte {
 		b, err := AllocBuffer(4096)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Bytes()[0] = 1
+		return b.Bytes()
 	}()
+	mem[0] = 1
+	addr := uint64(sys.PointerTo(mem))
 	deadline := time.Now().Add(5 * time.Second)
-	for buffersLeaked.Load() == before {
+	for !strings.Contains(logged.String(), fmt.Sprintf("%#x", addr)) {
 		if time.Now().After(deadline) {
-			t.Fatal("an unreachable Buffer was not cleaned up")
+			t.Fatalf("no warning naming the unreachable Buffer at %#x; log: %q", addr, logged.String())
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
+	if !strings.Contains(logged.String(), "was not closed") {
+		t.Errorf("the warning does not say what happened: %q", logged.String())
+	}
+	if buffersLeaked.Load() == before {
+		t.Error("the leak was not counted")
+	}
+	if _, err := VMFlags(addr); err != nil {
+		t.Fatalf("the leaked Buffer's memory is gone: %v", err)
+	}
+	for i := range mem { // faults if it was unmapped
+		mem[i] = byte(i)
+	}
+	if mem[4095] != byte(4095%256) || mem[0] != 0 {
+		t.Errorf("leaked memory reads back %d %d", mem[0], mem[4095])
+	}
+	// The test leaks it on purpose: unmap it so the process does not.
+	if err := sys.Munmap(mem[:4096:4096]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockedLog collects log output written from the cleanup goroutine.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestDontForkOnBuffer runs the real madvise calls on Buffer memory and

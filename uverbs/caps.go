@@ -1,6 +1,8 @@
 package uverbs
 
 import (
+	"fmt"
+	"math"
 	"sync"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -14,20 +16,25 @@ const (
 	capAtomicWrite
 )
 
-// deviceCaps caches what the device reports in device_cap_flags_ex: a
-// definite answer from the kernel, asked once per context.
+// deviceCaps caches what the device reports (QueryDevice): its
+// capability flags and the limits create calls are checked against,
+// asked once per context.
 type deviceCaps struct {
-	once  sync.Once
-	flags uint64
-	err   error
+	once sync.Once
+	attr DeviceAttr
+	err  error
+}
+
+func (c *Context) deviceAttr() (*DeviceAttr, error) {
+	c.caps.once.Do(func() {
+		c.caps.attr, c.caps.err = c.QueryDevice()
+	})
+	return &c.caps.attr, c.caps.err
 }
 
 func (c *Context) capsEx() (uint64, error) {
-	c.caps.once.Do(func() {
-		attr, err := c.QueryDevice()
-		c.caps.flags, c.caps.err = uint64(attr.DeviceCapFlagsEx), err
-	})
-	return c.caps.flags, c.caps.err
+	a, err := c.deviceAttr()
+	return uint64(a.DeviceCapFlagsEx), err
 }
 
 // has reports whether the device has a feature; an error asking counts
@@ -44,4 +51,29 @@ func (c *Context) has(cp capability) bool {
 		return flags&abi.IB_UVERBS_DEVICE_ATOMIC_WRITE != 0
 	}
 	return false
+}
+
+// limit is the device's limit for a size (a field of DeviceAttr picked
+// by get), or ceiling when the device could not be asked or reports
+// none; never more than ceiling, the most the kernel's ABI carries.
+func (c *Context) limit(get func(*DeviceAttr) int, ceiling uint64) uint64 {
+	a, err := c.deviceAttr()
+	if err != nil {
+		return ceiling
+	}
+	if v := get(a); v > 0 && uint64(v) < ceiling {
+		return uint64(v)
+	}
+	return ceiling
+}
+
+// checkSize checks a caller's size against the most the device takes,
+// before any kernel call: nothing is cut to fit a narrower field.
+// op names the call, field the argument.
+func (c *Context) checkSize(op, field string, v uint64, get func(*DeviceAttr) int) error {
+	max := c.limit(get, math.MaxInt32)
+	if v > max {
+		return fmt.Errorf("uverbs: %s: %s %d: more than the %d %s takes: %w", op, field, v, max, c.dev.Name, errInvalid)
+	}
+	return nil
 }

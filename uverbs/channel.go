@@ -33,6 +33,9 @@ type CompChannel struct {
 
 // CreateCompChannel creates a completion channel (ibv_create_comp_channel).
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
+	if c == nil {
+		return nil, errNil("Context.CreateCompChannel", "Context")
+	}
 	if c.closed.Load() {
 		return nil, errClosedContext
 	}
@@ -84,11 +87,20 @@ func (ch *CompChannel) file() (*evfd.File, error) {
 
 // Close closes the channel (ibv_destroy_comp_channel); it fails with
 // EBUSY while CQs use it.
-func (ch *CompChannel) Close() error { return ch.close() }
+func (ch *CompChannel) Close() error {
+	if ch == nil {
+		return errNil("CompChannel.Close", "CompChannel")
+	}
+	return ch.close()
+}
 
 // Fd is the channel's file descriptor, for a caller's own epoll loop: it
-// is readable when Wait would return at once. Valid until Close.
+// is readable when Wait would return at once. Valid until Close; -1
+// after, and for a nil CompChannel.
 func (ch *CompChannel) Fd() int {
+	if ch == nil {
+		return -1
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	return ch.raw
@@ -99,6 +111,12 @@ func (ch *CompChannel) Fd() int {
 // polling it empty, so no completion goes unreported. Wait returns
 // ctx.Err() when ctx ends first and ErrClosed after Close.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	if ch == nil {
+		return nil, errNil("CompChannel.Wait", "CompChannel")
+	}
+	if ctx == nil {
+		return nil, errNil("CompChannel.Wait", "context.Context")
+	}
 	f, err := ch.file()
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ type Context struct {
 	prov           provider
 	log            *slog.Logger
 	objects        registry
+	qps            qpTable // by QP number, for Poll's error branch
 	closed         atomic.Bool
 	userHandles    atomic.Uint64
 	byHandle       sync.Map // user handle -> *CQ, *QP or *SRQ, for events
@@ -159,10 +160,21 @@ func (c *Context) exec(m *sys.Method) error {
 }
 
 // Device is the device this context was opened on.
-func (c *Context) Device() Device { return c.dev }
+// A nil Context has the zero Device.
+func (c *Context) Device() Device {
+	if c == nil {
+		return Device{}
+	}
+	return c.dev
+}
 
 // NumCompVectors is how many completion vectors the device has.
-func (c *Context) NumCompVectors() int { return c.numCompVectors }
+func (c *Context) NumCompVectors() int {
+	if c == nil {
+		return 0
+	}
+	return c.numCompVectors
+}
 
 // newUserHandle returns a value unique in this context for the kernel to
 // hand back in events (comp channel, async events), bound to obj.
@@ -191,6 +203,9 @@ func (c *Context) untrack(r *resource) { c.objects.remove(r) }
 // return ErrClosed. The first error is returned, after everything was
 // tried.
 func (c *Context) Close() error {
+	if c == nil {
+		return errNil("Context.Close", "Context")
+	}
 	if !c.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("uverbs: context: %w", ErrClosed)
 	}

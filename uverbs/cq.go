@@ -49,14 +49,17 @@ type CQ struct {
 
 // CreateCQ creates a completion queue (ibv_create_cq).
 func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
+	if c == nil {
+		return nil, errNil("CreateCQ", "Context")
+	}
 	if c.closed.Load() {
 		return nil, errClosedContext
 	}
-	if cfg.Size < 1 {
-		return nil, fmt.Errorf("uverbs: CreateCQ: size %d: must be at least 1", cfg.Size)
+	if err := c.checkCQSize("CreateCQ", "Size", cfg.Size); err != nil {
+		return nil, err
 	}
 	if cfg.CompVector < 0 || cfg.CompVector >= max(c.numCompVectors, 1) {
-		return nil, fmt.Errorf("uverbs: CreateCQ: completion vector %d: the device has %d", cfg.CompVector, c.numCompVectors)
+		return nil, fmt.Errorf("uverbs: CreateCQ: completion vector %d: the device has %d: %w", cfg.CompVector, c.numCompVectors, errInvalid)
 	}
 	if cfg.Channel != nil {
 		if err := cfg.Channel.usable(c); err != nil {
@@ -110,6 +113,15 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	return cq, nil
 }
 
+// checkCQSize checks a CQ size before the kernel gets it as 32 bits:
+// at least 1, at most the device's MaxCQE.
+func (c *Context) checkCQSize(op, field string, size int) error {
+	if size < 1 {
+		return fmt.Errorf("uverbs: %s: %s %d: must be at least 1: %w", op, field, size, errInvalid)
+	}
+	return c.checkSize(op, field, uint64(size), func(a *DeviceAttr) int { return a.MaxCQE })
+}
+
 // driverData adds the provider's driver data to a create method and
 // returns the buffer the kernel fills.
 func (c *Context) driverData(m *sys.Method, fn func() ([]byte, int)) []byte {
@@ -154,14 +166,32 @@ func (cq *CQ) destroy() error {
 
 // Close destroys the CQ (ibv_destroy_cq). It fails with EBUSY, and the CQ
 // stays usable, while QPs or SRQs use it.
-func (cq *CQ) Close() error { return cq.close() }
+func (cq *CQ) Close() error {
+	if cq == nil {
+		return errNil("CQ.Close", "CQ")
+	}
+	return cq.close()
+}
 
-// Size is how many completions the CQ holds.
-func (cq *CQ) Size() int { return cq.size }
+// Size is how many completions the CQ holds (0 for a nil CQ).
+func (cq *CQ) Size() int {
+	if cq == nil {
+		return 0
+	}
+	return cq.size
+}
 
 // Poll moves up to len(wc) completions into wc and returns how many
 // (ibv_poll_cq). It makes no system call and does not allocate.
+//
+// A completion with an error status tells the library that its QP may
+// be in ERR (the device moves a QP there on an error): that QP's next
+// PostRecv asks the kernel, so that receives posted to a QP in ERR
+// complete with WCWRFlushErr.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq == nil {
+		return 0, errNil("CQ.Poll", "CQ")
+	}
 	if cq.locks {
 		return cq.pollLocked(wc)
 	}
@@ -189,6 +219,9 @@ var errClosedCQ = &sys.Error{Op: "uverbs: CQ", Err: ErrClosed}
 // completion, or with solicitedOnly for the next solicited or error
 // completion (ibv_req_notify_cq). One event per arming.
 func (cq *CQ) RequestNotify(solicitedOnly bool) error {
+	if cq == nil {
+		return errNil("CQ.RequestNotify", "CQ")
+	}
 	if err := cq.alive(); err != nil {
 		return err
 	}
@@ -201,17 +234,38 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 
 // AckEvents acknowledges n completion events returned by the channel's
 // Wait (ibv_ack_cq_events). Go's garbage collector makes unacknowledged
-// events harmless; the count is kept for Unacked.
-func (cq *CQ) AckEvents(n int) { cq.acked.Add(uint32(n)) }
+// events harmless; the count is kept for Unacked. n is capped at the
+// events not yet acknowledged; n <= 0, or a nil CQ, acknowledges none.
+func (cq *CQ) AckEvents(n int) {
+	if cq == nil || n <= 0 {
+		return
+	}
+	for {
+		acked := cq.acked.Load()
+		k := uint32(min(n, int(cq.events.Load()-acked)))
+		if cq.acked.CompareAndSwap(acked, acked+k) {
+			return
+		}
+	}
+}
 
 // Unacked is how many events Wait returned for this CQ that AckEvents has
-// not acknowledged.
-func (cq *CQ) Unacked() int { return int(cq.events.Load() - cq.acked.Load()) }
+// not acknowledged (0 for a nil CQ).
+func (cq *CQ) Unacked() int {
+	if cq == nil {
+		return 0
+	}
+	return int(cq.events.Load() - cq.acked.Load())
+}
 
 // Resize changes the CQ's size, keeping its completions (ibv_resize_cq).
+// size must be at least 1 and at most the device's MaxCQE.
 func (cq *CQ) Resize(size int) error {
-	if size < 1 {
-		return fmt.Errorf("uverbs: CQ.Resize: size %d: must be at least 1", size)
+	if cq == nil {
+		return errNil("CQ.Resize", "CQ")
+	}
+	if err := cq.ctx.checkCQSize("CQ.Resize", "size", size); err != nil {
+		return err
 	}
 	if cq.locks {
 		cq.mu.Lock()

@@ -25,6 +25,13 @@ var errClosedContext = &sys.Error{Op: "uverbs: context", Err: ErrClosed}
 // errInvalid is EINVAL for bad input caught before a kernel call.
 var errInvalid = sys.ErrInvalid
 
+// errNil is the error for a nil receiver, argument or context: op names
+// the call ("QP.PostSend"), what the nil thing ("QP", "work request").
+// It matches EINVAL.
+func errNil(op, what string) error {
+	return fmt.Errorf("uverbs: %s: nil %s: %w", op, what, errInvalid)
+}
+
 // Busy errors of the fast path: preallocated, so a caller spinning on a
 // full queue allocates nothing.
 var (
@@ -43,10 +50,18 @@ type PostError struct {
 }
 
 func (e *PostError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	return fmt.Sprintf("uverbs: work request %d (wr_id %#x): %v", e.Index, e.WRID, e.Err)
 }
 
-func (e *PostError) Unwrap() error { return e.Err }
+func (e *PostError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 func postError(i int, wrid uint64, err error) error {
 	if i == 0 {

@@ -111,6 +111,9 @@ var sizeofGIDEntry = len(abi.Bytes(&abi.GIDEntry{}))
 // index (ibv_query_gid_table, filtered to the port). Empty entries are
 // left out. It needs Linux 5.10 or later.
 func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
+	if c == nil {
+		return nil, errNil("Context.GIDTable", "Context")
+	}
 	op := "uverbs QUERY_GID_TABLE " + c.portName(port)
 	if c.closed.Load() {
 		return nil, errClosedContext
@@ -236,6 +239,9 @@ func (c *Context) QueryGID(port, index int) (GID, error) {
 
 func (c *Context) queryGIDEntry(port, index int) (abi.GIDEntry, error) {
 	var r abi.GIDEntry
+	if c == nil {
+		return r, errNil("Context.QueryGID", "Context")
+	}
 	op := "uverbs QUERY_GID_ENTRY " + c.portName(port) + " index " + strconv.Itoa(index)
 	if c.closed.Load() {
 		return r, errClosedContext

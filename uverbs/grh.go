@@ -86,6 +86,12 @@ func ipv4Checksum(h []byte) uint16 {
 // UD datagram (ibv_init_ah_from_wc): grh is the first GRHLen bytes of the
 // receive buffer, port the port the datagram arrived on.
 func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr, error) {
+	if c == nil {
+		return AHAttr{}, errNil("Context.InitAHFromWC", "Context")
+	}
+	if wc == nil {
+		return AHAttr{}, errNil("InitAHFromWC", "work completion")
+	}
 	if port < 1 || port > 255 {
 		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: port %d: %w", port, errInvalid)
 	}
@@ -114,6 +120,9 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 	if err != nil {
 		return AHAttr{}, err
 	}
+	if idx > 0xff {
+		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: the datagram's destination is GID index %d, past the 255 an address handle can name: %w", idx, ErrNotSupported)
+	}
 	a.IsGlobal = true
 	a.GRH = GlobalRoute{DGID: g.Src, SGIDIndex: uint8(idx), HopLimit: g.HopLimit, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel}
 	return a, nil
@@ -122,6 +131,9 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 // CreateAHFromWC creates an AH addressed to a received datagram's sender
 // (ibv_create_ah_from_wc).
 func (pd *PD) CreateAHFromWC(port int, wc *WorkCompletion, grh []byte) (*AH, error) {
+	if pd == nil {
+		return nil, errNil("CreateAHFromWC", "PD")
+	}
 	a, err := pd.ctx.InitAHFromWC(port, wc, grh)
 	if err != nil {
 		return nil, err

@@ -80,6 +80,9 @@ func mrAccess(op string, access Access, coreSupport uint64) (Access, error) {
 // bits such as AccessRelaxedOrdering (IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS,
 // Linux 5.9). Without it RegMR drops those bits instead of failing.
 func (c *Context) OptionalMRAccess() bool {
+	if c == nil {
+		return false
+	}
 	return c.coreSupport&abi.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS != 0
 }
 
@@ -116,6 +119,10 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 		return nil, err
 	}
 	c := pd.ctx
+	if err := c.checkMRSize("RegMR", len(buf)); err != nil {
+		pd.release()
+		return nil, err
+	}
 	st := &mrState{pd: pd, buf: buf[:len(buf):len(buf)], addr: uint64(sys.PointerTo(buf)), length: uint64(len(buf)), access: kaccess}
 	if err := st.hold(); err != nil {
 		pd.release()
@@ -145,8 +152,20 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	return mr, nil
 }
 
+// checkMRSize checks a registration's length against the device's
+// MaxMRSize, when the device could be asked.
+func (c *Context) checkMRSize(op string, n int) error {
+	if a, err := c.deviceAttr(); err == nil && a.MaxMRSize > 0 && uint64(n) > a.MaxMRSize {
+		return fmt.Errorf("uverbs: %s: %d bytes: more than the %d %s registers at once: %w", op, n, a.MaxMRSize, c.dev.Name, errInvalid)
+	}
+	return nil
+}
+
 // RegBuffer registers all of b (RegMR of b.Bytes()).
 func (pd *PD) RegBuffer(b *Buffer, access Access) (*MR, error) {
+	if pd == nil {
+		return nil, errNil("RegBuffer", "PD")
+	}
 	if b == nil {
 		return nil, fmt.Errorf("uverbs: RegBuffer: nil Buffer: %w", errInvalid)
 	}
@@ -246,30 +265,55 @@ func (mr *MR) destroy() error {
 
 // Close deregisters the memory region (ibv_dereg_mr) and drops its
 // reference to the memory. A second Close returns ErrClosed.
-func (mr *MR) Close() error { return mr.close() }
+func (mr *MR) Close() error {
+	if mr == nil {
+		return errNil("MR.Close", "MR")
+	}
+	return mr.close()
+}
+
+// The accessors return zero values for a nil MR.
 
 // LKey is the key local work requests use to name the region.
-func (mr *MR) LKey() uint32 { return mr.lkey }
+func (mr *MR) LKey() uint32 {
+	if mr == nil {
+		return 0
+	}
+	return mr.lkey
+}
 
 // RKey is the key remote peers use to access the region.
-func (mr *MR) RKey() uint32 { return mr.rkey }
+func (mr *MR) RKey() uint32 {
+	if mr == nil {
+		return 0
+	}
+	return mr.rkey
+}
+
+// state is the MR's registration, the zero one for a nil MR.
+func (mr *MR) state() *mrState {
+	if mr == nil {
+		return &mrState{}
+	}
+	return mr.st.Load()
+}
 
 // Addr is the address of the registered memory, which is also its I/O
 // virtual address: remote peers use it with RKey.
-func (mr *MR) Addr() uint64 { return mr.st.Load().addr }
+func (mr *MR) Addr() uint64 { return mr.state().addr }
 
 // Len is the length of the registered memory in bytes.
-func (mr *MR) Len() int { return int(mr.st.Load().length) }
+func (mr *MR) Len() int { return int(mr.state().length) }
 
 // Access is the access the region was registered with, as passed to the
 // kernel (optional bits the kernel cannot take are dropped).
-func (mr *MR) Access() Access { return mr.st.Load().access }
+func (mr *MR) Access() Access { return mr.state().access }
 
 // Bytes is the registered memory, or nil after Close.
-func (mr *MR) Bytes() []byte { return mr.st.Load().buf }
+func (mr *MR) Bytes() []byte { return mr.state().buf }
 
 // PD is the protection domain the region belongs to.
-func (mr *MR) PD() *PD { return mr.st.Load().pd }
+func (mr *MR) PD() *PD { return mr.state().pd }
 
 // ReregFlags select what MR.Rereg changes (ibv_rereg_mr_flags).
 type ReregFlags uint32
@@ -301,6 +345,9 @@ func (f ReregFlags) String() string {
 // ErrNotSupported: rxe takes ReregPD and ReregAccess on Linux 6.12 but
 // not ReregTranslation, and on Linux 6.1 it takes no change at all.
 func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
+	if mr == nil {
+		return errNil("MR.Rereg", "MR")
+	}
 	if flags == 0 {
 		return fmt.Errorf("uverbs: MR.Rereg: no change requested: %w", errInvalid)
 	}
@@ -349,6 +396,12 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		next.pd = pd
 	}
 	if flags&ReregTranslation != 0 {
+		if err := c.checkMRSize("MR.Rereg", len(buf)); err != nil {
+			if flags&ReregPD != 0 {
+				pd.release()
+			}
+			return err
+		}
 		next.buf, next.addr, next.length = buf[:len(buf):len(buf)], uint64(sys.PointerTo(buf)), uint64(len(buf))
 		next.buffer, next.forked = nil, false
 		if err := next.hold(); err != nil {

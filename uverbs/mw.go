@@ -89,13 +89,34 @@ func (mw *MW) destroy() error {
 
 // Close deallocates the window (ibv_dealloc_mw). A second Close returns
 // ErrClosed.
-func (mw *MW) Close() error { return mw.close() }
+func (mw *MW) Close() error {
+	if mw == nil {
+		return errNil("MW.Close", "MW")
+	}
+	return mw.close()
+}
 
-// RKey is the key remote peers use with the window once it is bound.
-func (mw *MW) RKey() uint32 { return mw.rkey.Load() }
+// RKey is the key remote peers use with the window once it is bound (0
+// for a nil MW).
+func (mw *MW) RKey() uint32 {
+	if mw == nil {
+		return 0
+	}
+	return mw.rkey.Load()
+}
 
 // Type is the window's type.
-func (mw *MW) Type() MWType { return mw.typ }
+func (mw *MW) Type() MWType {
+	if mw == nil {
+		return 0
+	}
+	return mw.typ
+}
 
 // PD is the protection domain the window belongs to.
-func (mw *MW) PD() *PD { return mw.pd }
+func (mw *MW) PD() *PD {
+	if mw == nil {
+		return nil
+	}
+	return mw.pd
+}

@@ -25,8 +25,15 @@ type resource struct {
 func (r *resource) use()     { r.users.Add(1) }
 func (r *resource) release() { r.users.Add(-1) }
 
+// errNotMade is the error for an object that no constructor of this
+// package made (a zero value): it has no kernel object behind it.
+var errNotMade = fmt.Errorf("uverbs: an object not made by this package (a zero value): %w", errInvalid)
+
 // alive reports ErrClosed for a closed object or context.
 func (r *resource) alive() error {
+	if r.ctx == nil {
+		return errNotMade
+	}
 	if r.closed.Load() {
 		return fmt.Errorf("uverbs: %s: %w", r.kind, ErrClosed)
 	}
@@ -39,6 +46,9 @@ func (r *resource) alive() error {
 // close destroys the object once. An object others still depend on is
 // refused with EBUSY before any kernel call, and stays open.
 func (r *resource) close() error {
+	if r.ctx == nil {
+		return errNotMade
+	}
 	if r.users.Load() > 0 {
 		return sys.InUse("uverbs close "+r.kind, int(r.users.Load()))
 	}
@@ -93,6 +103,9 @@ func (g *registry) newestFirst() []*resource {
 // usable checks that r can be used with an object of c: it is open and
 // belongs to the same context (objects of another device are foreign).
 func (r *resource) usable(c *Context) error {
+	if r.ctx == nil {
+		return errNotMade
+	}
 	if r.ctx != c {
 		return fmt.Errorf("uverbs: %s belongs to device %s, not %s", r.kind, r.ctx.dev.Name, c.dev.Name)
 	}

@@ -14,6 +14,9 @@ type PD struct {
 
 // AllocPD allocates a protection domain (ibv_alloc_pd).
 func (c *Context) AllocPD() (*PD, error) {
+	if c == nil {
+		return nil, errNil("Context.AllocPD", "Context")
+	}
 	if c.closed.Load() {
 		return nil, errClosedContext
 	}
@@ -35,7 +38,17 @@ func (c *Context) AllocPD() (*PD, error) {
 
 // Close deallocates the PD (ibv_dealloc_pd). It fails with EBUSY, and
 // the PD stays usable, while objects created on it are open.
-func (pd *PD) Close() error { return pd.close() }
+func (pd *PD) Close() error {
+	if pd == nil {
+		return errNil("PD.Close", "PD")
+	}
+	return pd.close()
+}
 
-// Context is the context the PD belongs to.
-func (pd *PD) Context() *Context { return pd.ctx }
+// Context is the context the PD belongs to (nil for a nil PD).
+func (pd *PD) Context() *Context {
+	if pd == nil {
+		return nil
+	}
+	return pd.ctx
+}

@@ -2,11 +2,14 @@ package uverbs
 
 import (
 	"fmt"
+	"math"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/mmio"
 )
 
 // QPType is a queue pair's transport (ibv_qp_type).
@@ -76,16 +79,78 @@ type QP struct {
 	userHandle uint64
 	locks      bool
 	smu, rmu   sync.Mutex
-	state      atomic.Uint32 // QPState as last set or queried
-	q          qpQueues
+	// state is the QPState as last set or queried in its low byte,
+	// and qpErrSeen once a completion in error or an error event for
+	// the QP was seen since.
+	state atomic.Uint32
+	q     qpQueues
 	// mcast counts attached multicast groups: the kernel refuses to
 	// destroy a QP that has any.
 	mcast atomic.Int32
 }
 
+// qpErrSeen marks QP.state: a completion in error (Poll) or an error
+// event (Context.AsyncEvent) for the QP was seen since its state was
+// last set or queried, so the device may have moved it to ERR. The next
+// PostRecv asks the kernel (see QP.flushRecvs). It lies above the state
+// byte, so a marked state compares greater than QPStateErr.
+const qpErrSeen = 1 << 8
+
+// markErrSeen records that the device may have moved the QP to ERR.
+func (qp *QP) markErrSeen() { qp.state.Or(qpErrSeen) }
+
+// qpTable maps QP numbers to a context's QPs, for Poll's error branch.
+type qpTable struct {
+	mu sync.RWMutex
+	m  map[uint32]*QP
+}
+
+func (t *qpTable) add(qp *QP) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[uint32]*QP{}
+	}
+	t.m[qp.num] = qp
+}
+
+func (t *qpTable) remove(qp *QP) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m[qp.num] == qp {
+		delete(t.m, qp.num)
+	}
+}
+
+func (t *qpTable) lookup(num uint32) *QP {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.m[num]
+}
+
+// each calls fn for every QP.
+func (t *qpTable) each(fn func(*QP)) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, qp := range t.m {
+		fn(qp)
+	}
+}
+
+// sawErrorCompletion is Poll's error branch: a completion with an error
+// status for QP num means the device may have moved that QP to ERR.
+func (c *Context) sawErrorCompletion(num uint32) {
+	if qp := c.qps.lookup(num); qp != nil {
+		qp.markErrSeen()
+	}
+}
+
 // CreateQP creates a queue pair on the PD (ibv_create_qp). The QP starts
 // in the RESET state.
 func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
+	if pd == nil {
+		return nil, errNil("CreateQP", "PD")
+	}
 	c := pd.ctx
 	if err := pd.alive(); err != nil {
 		return nil, err
@@ -143,6 +208,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	for _, r := range qp.deps() {
 		r.use()
 	}
+	c.qps.add(qp)
 	c.track(&qp.resource)
 	return qp, nil
 }
@@ -173,6 +239,26 @@ func validateQPConfig(c *Context, cfg *QPConfig) error {
 	}
 	if cfg.Cap.MaxSendWR == 0 && cfg.Cap.MaxRecvWR == 0 && cfg.SRQ == nil {
 		return fmt.Errorf("uverbs: CreateQP: a QP needs a send or a receive queue (Cap.MaxSendWR, Cap.MaxRecvWR): %w", errInvalid)
+	}
+	maxWR := func(a *DeviceAttr) int { return a.MaxQPWR }
+	maxSGE := func(a *DeviceAttr) int { return a.MaxSGE }
+	for _, f := range []struct {
+		name string
+		v    uint32
+		max  func(*DeviceAttr) int
+	}{
+		{"Cap.MaxSendWR", cfg.Cap.MaxSendWR, maxWR},
+		{"Cap.MaxRecvWR", cfg.Cap.MaxRecvWR, maxWR},
+		{"Cap.MaxSendSGE", cfg.Cap.MaxSendSGE, maxSGE},
+		{"Cap.MaxRecvSGE", cfg.Cap.MaxRecvSGE, maxSGE},
+		{"Cap.MaxInlineData", cfg.Cap.MaxInlineData, func(*DeviceAttr) int { return 0 }},
+	} {
+		if cfg.SRQ != nil && (f.name == "Cap.MaxRecvWR" || f.name == "Cap.MaxRecvSGE") {
+			continue // ignored with an SRQ
+		}
+		if err := c.checkSize("CreateQP", f.name, uint64(f.v), f.max); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -214,6 +300,7 @@ func (qp *QP) destroy() error {
 		return err
 	}
 	err := qp.q.unmap()
+	qp.ctx.qps.remove(qp)
 	qp.ctx.dropUserHandle(qp.userHandle)
 	for _, r := range qp.deps() {
 		r.release()
@@ -224,29 +311,66 @@ func (qp *QP) destroy() error {
 // Close destroys the QP (ibv_destroy_qp). Detach it from multicast
 // groups first.
 func (qp *QP) Close() error {
+	if qp == nil {
+		return errNil("QP.Close", "QP")
+	}
 	if qp.mcast.Load() > 0 { // refuse before the closed flag flips
 		return sys.InUse("uverbs QP_DESTROY (attached to multicast groups)", int(qp.mcast.Load()))
 	}
 	return qp.close()
 }
 
-// Num is the QP number peers address.
-func (qp *QP) Num() uint32 { return qp.num }
+// Num is the QP number peers address (0 for a nil QP).
+func (qp *QP) Num() uint32 {
+	if qp == nil {
+		return 0
+	}
+	return qp.num
+}
 
-// Type is the QP's transport.
-func (qp *QP) Type() QPType { return qp.typ }
+// Type is the QP's transport (0 for a nil QP).
+func (qp *QP) Type() QPType {
+	if qp == nil {
+		return 0
+	}
+	return qp.typ
+}
 
 // Cap is what the device gave: at least what was asked for.
-func (qp *QP) Cap() QPCap { return qp.cap }
+func (qp *QP) Cap() QPCap {
+	if qp == nil {
+		return QPCap{}
+	}
+	return qp.cap
+}
 
-// State is the QP state as last set by Modify or read by Query; the
-// device may have moved it to an error state since.
-func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
+// State is the QP state as last set by Modify or read by Query (RESET
+// for a nil QP). The device may have moved the QP to ERR since; the
+// library notices when Poll returns a completion in error for the QP or
+// AsyncEvent an error event, and the next PostRecv then asks the kernel.
+func (qp *QP) State() QPState {
+	if qp == nil {
+		return QPStateReset
+	}
+	return QPState(qp.state.Load())
+}
 
 // PostSend posts a chain of send work requests (ibv_post_send) and rings
 // the doorbell once. It does not allocate. A full send queue fails at
 // once with an error matching ErrBusy; see PostError for partial posts.
+//
+// Sends are taken in RTS, SQD, SQE and ERR (in ERR they complete with
+// WCWRFlushErr). In RESET, INIT and RTR PostSend fails with EINVAL,
+// naming the state, before anything reaches the send queue.
+//
+// Should the doorbell itself fail after requests were written to the
+// queue (the kernel has no way to take them back, and would run them at
+// the next doorbell), the QP is moved to ERR, so that they complete
+// with WCWRFlushErr instead of running, and the error says so.
 func (qp *QP) PostSend(wr *SendWR) error {
+	if qp == nil || wr == nil {
+		return errNilPost("QP.PostSend", qp == nil)
+	}
 	if qp.locks {
 		return qp.postSendLocked(wr)
 	}
@@ -267,15 +391,28 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	if qp.closed.Load() {
 		return errClosedQP
 	}
+	if st := QPState(qp.state.Load()); st < QPStateRTS {
+		return errSendNotReady[st]
+	}
 	return qp.q.postSend(wr)
 }
 
 // PostRecv posts a chain of receive work requests (ibv_post_recv). It
-// makes no system call and does not allocate, except on a QP in the ERR
-// state (as last set or queried), where rxe needs a call to flush the
-// new requests with WCWRFlushErr. A QP with an SRQ has no receive
-// queue: post to the SRQ.
+// makes no system call and does not allocate, except on a QP in ERR,
+// where rxe needs a call to flush the new requests with WCWRFlushErr as
+// the verbs require. The QP counts as maybe in ERR once Poll returned a
+// completion in error for it or AsyncEvent an error event: the first
+// PostRecv after that asks the kernel (QUERY_QP) which state it is in.
+// A QP with an SRQ has no receive queue: post to the SRQ.
+//
+// The library does not learn of an ERR that shows in neither (a QP the
+// remote side moved to ERR while it had no receive posted and no send
+// outstanding): call Query, which refreshes the state, or move the QP to
+// ERR yourself before relying on receives posted to it completing.
 func (qp *QP) PostRecv(wr *RecvWR) error {
+	if qp == nil || wr == nil {
+		return errNilPost("QP.PostRecv", qp == nil)
+	}
 	if qp.locks {
 		return qp.postRecvLocked(wr)
 	}
@@ -305,12 +442,32 @@ var (
 	errClosedQP    = &sys.Error{Op: "uverbs: QP", Err: ErrClosed}
 	errRecvOnSRQQP = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("the QP takes receives from its SRQ: %w", errInvalid)}
 	errRecvInReset = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("QP in RESET: %w", errInvalid)}
+	// errSendNotReady, by state: sends are refused before RTS
+	// (preallocated: the check is on the fast path).
+	errSendNotReady = [...]error{
+		QPStateReset: errSendInState(QPStateReset),
+		QPStateInit:  errSendInState(QPStateInit),
+		QPStateRTR:   errSendInState(QPStateRTR),
+	}
 )
+
+func errSendInState(st QPState) error {
+	return &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("QP in %v, sends are taken from RTS on: %w", st, errInvalid)}
+}
+
+// errNilPost is the error of a post with a nil QP (nilQP) or a nil work
+// request.
+func errNilPost(op string, nilQP bool) error {
+	if nilQP {
+		return errNil(op, "QP")
+	}
+	return errNil(op, "work request")
+}
 
 // checkSend validates a send work request against the QP before it is
 // written to the queue.
 func (qp *QP) checkSend(wr *SendWR) error {
-	if uint32(len(wr.SGL)) > qp.cap.MaxSendSGE && wr.Opcode != WRBindMW {
+	if len(wr.SGL) > int(qp.cap.MaxSendSGE) && wr.Opcode != WRBindMW {
 		return fmt.Errorf("uverbs post send: %d scatter/gather entries, the QP takes %d: %w", len(wr.SGL), qp.cap.MaxSendSGE, errInvalid)
 	}
 	if !qp.typ.allows(wr.Opcode) {
@@ -335,6 +492,9 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
 			return fmt.Errorf("uverbs post send: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, errInvalid)
 		}
+		if wr.FlushLength > math.MaxUint32 {
+			return fmt.Errorf("uverbs post send: FLUSH of %d bytes: a work request carries at most %d: %w", wr.FlushLength, uint32(math.MaxUint32), errInvalid)
+		}
 	case WRBindMW:
 		if wr.Bind == nil || wr.Bind.MW == nil || wr.Bind.MR == nil || len(wr.SGL) != 0 {
 			return fmt.Errorf("uverbs post send: BIND_MW needs Bind with MW and MR, and no SGL: %w", errInvalid)
@@ -351,12 +511,45 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		var n uint64
 		for _, s := range wr.SGL {
 			n += uint64(s.Length)
+			// The library reads inline data itself: refuse what is
+			// plainly not memory (copyInline catches the rest).
+			if s.Length > 0 && (s.Addr < minAddr || s.Addr+uint64(s.Length) < s.Addr) {
+				return fmt.Errorf("uverbs post send: inline data at %#x (%d bytes) is not process memory: %w", s.Addr, s.Length, errInvalid)
+			}
 		}
 		if n > uint64(qp.cap.MaxInlineData) {
 			return fmt.Errorf("uverbs post send: %d bytes inline, the QP takes %d: %w", n, qp.cap.MaxInlineData, errInvalid)
 		}
 	}
 	return nil
+}
+
+// minAddr is the lowest address inline data may be read from: the first
+// page is never mapped (vm.mmap_min_addr is at least a page).
+const minAddr = 4096
+
+// copyInline copies the inline data of sgl to dst and returns how many
+// bytes it copied. Memory that cannot be read (an address of no
+// mapping) is an error, not a crash: the fault panics (SetPanicOnFault)
+// and is recovered here. Only inline sends pay for the deferred call.
+func copyInline(dst []byte, sgl []SGE) (n int, err error) {
+	old := debug.SetPanicOnFault(true)
+	i := 0
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			f, fault := r.(interface{ Addr() uintptr })
+			if !fault {
+				panic(r)
+			}
+			err = fmt.Errorf("uverbs post send: inline data of entry %d (%d bytes at %#x): no readable memory at %#x: %w",
+				i, sgl[i].Length, sgl[i].Addr, f.Addr(), errInvalid)
+		}
+	}()
+	for ; i < len(sgl); i++ {
+		n += copy(dst[n:], mmio.BytesAt(sgl[i].Addr, int(sgl[i].Length)))
+	}
+	return n, nil
 }
 
 // allows reports whether a QP of type t can post op (IB spec: UC has no

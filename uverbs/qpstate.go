@@ -210,12 +210,26 @@ func checkTransition(typ QPType, cur, next QPState, mask QPAttrMask) error {
 // selects the fields of attr to apply; with QPAttrState it is a state
 // transition, checked against the IB spec's table before the kernel is
 // asked.
+//
+// A move to RESET empties the queues. On a QP without a TD it waits for
+// posts in progress, so no post writes to a queue the kernel has just
+// reset; on a QP with a TD, do not move it to RESET while a PostSend or
+// PostRecv runs.
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	if qp == nil {
+		return errNil("QP.Modify", "QP")
+	}
 	if err := qp.alive(); err != nil {
 		return err
 	}
 	if attr == nil {
 		return fmt.Errorf("uverbs: modify QP: nil attributes: %w", errInvalid)
+	}
+	if mask&QPAttrState != 0 && attr.State == QPStateReset && qp.locks {
+		qp.smu.Lock()
+		defer qp.smu.Unlock()
+		qp.rmu.Lock()
+		defer qp.rmu.Unlock()
 	}
 	cur := QPState(qp.state.Load())
 	if mask&QPAttrCurState != 0 {
@@ -274,6 +288,9 @@ func ahAttrFromDest(d abi.QPDest) AHAttr {
 // all of them; mask is passed along for devices that read it. It also
 // refreshes State.
 func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
+	if qp == nil {
+		return QPAttr{}, errNil("QP.Query", "QP")
+	}
 	if err := qp.alive(); err != nil {
 		return QPAttr{}, err
 	}
@@ -328,6 +345,9 @@ func (qp *QP) DetachMcast(gid GID, lid uint16) error {
 }
 
 func (qp *QP) checkMcast(gid GID) error {
+	if qp == nil {
+		return errNil("QP multicast", "QP")
+	}
 	if err := qp.alive(); err != nil {
 		return err
 	}
@@ -349,4 +369,24 @@ func isMulticastGID(gid GID) bool {
 	}
 	v4mapped := [12]byte{10: 0xff, 11: 0xff}
 	return [12]byte(gid[:12]) == v4mapped && gid[12]&0xf0 == 0xe0
+}
+
+// flushRecvs makes receives posted to a QP in ERR complete with
+// WCWRFlushErr, as the verbs require. rxe flushes the receive queue of
+// a QP in ERR only when its responder runs, and nothing runs it for
+// receives posted later; moving the QP to ERR again does. When the QP
+// is ERR only maybe (qpErrSeen: Poll or AsyncEvent saw an error), the
+// kernel is asked first: an error completion polled late, after the QP
+// was reset and connected again, must not break it.
+func (qp *QP) flushRecvs() error {
+	if qp.state.Load()&qpErrSeen != 0 {
+		a, err := qp.Query(QPAttrState) // stores the state, without the mark
+		if err != nil {
+			return err
+		}
+		if a.State != QPStateErr {
+			return nil
+		}
+	}
+	return qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState)
 }

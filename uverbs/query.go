@@ -95,12 +95,18 @@ type DeviceAttr struct {
 // global visibility and the persistence placement types
 // (IB_UVERBS_DEVICE_FLUSH_GLOBAL, _PERSISTENT; Linux 6.2).
 func (a *DeviceAttr) SupportsFlush() (global, persistent bool) {
+	if a == nil {
+		return false, false
+	}
 	return a.DeviceCapFlagsEx&DeviceCapFlushGlobal != 0, a.DeviceCapFlagsEx&DeviceCapFlushPersistent != 0
 }
 
 // SupportsAtomicWrite reports whether the device executes RDMA ATOMIC
 // WRITE (IB_UVERBS_DEVICE_ATOMIC_WRITE; Linux 6.2).
 func (a *DeviceAttr) SupportsAtomicWrite() bool {
+	if a == nil {
+		return false
+	}
 	return a.DeviceCapFlagsEx&DeviceCapAtomicWrite != 0
 }
 
@@ -303,6 +309,9 @@ type CQModCaps struct {
 // It uses the extended query and falls back to the legacy one, which
 // fills only the fields up to PhysPortCnt, on a kernel without it.
 func (c *Context) QueryDevice() (DeviceAttr, error) {
+	if c == nil {
+		return DeviceAttr{}, errNil("Context.QueryDevice", "Context")
+	}
 	if c.closed.Load() {
 		return DeviceAttr{}, errClosedContext
 	}
@@ -563,6 +572,9 @@ func (l LinkLayer) String() string {
 // QueryPort returns the attributes of a port (ibv_query_port). Ports are
 // numbered from 1.
 func (c *Context) QueryPort(port int) (PortAttr, error) {
+	if c == nil {
+		return PortAttr{}, errNil("Context.QueryPort", "Context")
+	}
 	op := "uverbs QUERY_PORT " + c.portName(port)
 	if c.closed.Load() {
 		return PortAttr{}, errClosedContext
@@ -634,6 +646,9 @@ func decodePortAttr(r *abi.QueryPortRespEx) PortAttr {
 // (ibv_query_pkey), read from sysfs as libibverbs does. 0xffff is the
 // default full-membership key.
 func (c *Context) QueryPKey(port, index int) (uint16, error) {
+	if c == nil {
+		return 0, errNil("Context.QueryPKey", "Context")
+	}
 	op := "uverbs: query P_Key " + c.portName(port) + " index " + strconv.Itoa(index)
 	if c.closed.Load() {
 		return 0, errClosedContext

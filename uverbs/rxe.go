@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"sync/atomic"
 
@@ -73,6 +74,12 @@ func (r *rxeRing) full(prod, limit uint32) bool {
 	return used >= r.mask || used >= limit
 }
 
+// room is how many entries the ring holds: one slot stays empty to tell
+// a full ring from an empty one. It is what an SRQ reports as its size
+// (rxe's query answers the index mask); a QP's rings are held to the
+// capacity CREATE_QP reported instead (see full).
+func (r *rxeRing) room() uint32 { return r.mask }
+
 func (r *rxeRing) slot(i uint32) int { return int((i & r.mask) << r.log2) }
 
 func (r *rxeRing) slotSize() int { return 1 << r.log2 }
@@ -122,6 +129,11 @@ func (q *rxeCQ) poll(wc []WorkCompletion) int {
 		w.VendorErr, w.ByteLen, w.QPNum, w.SrcQP = e.VendorErr, e.ByteLen, e.QPNum, e.SrcQP
 		w.Flags = wcFlags(e.WCFlags)
 		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, e.PortNum
+		if e.Status != 0 {
+			// The device may have moved the QP to ERR: the only
+			// work Poll does for an error, and only then.
+			q.p.ctx.sawErrorCompletion(e.QPNum)
+		}
 		ex := *e.Ex.ImmData()
 		w.Imm, w.InvalidatedRKey = 0, 0
 		if w.Flags&WCWithImm != 0 {
@@ -239,11 +251,34 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 		posted++
 	}
 	if posted > 0 {
-		if dbErr := q.p.ctx.fd.Write("rxe doorbell", q.db); dbErr != nil && err == nil {
-			err = dbErr
+		if dbErr := q.p.ctx.fd.Write("rxe doorbell", q.db); dbErr != nil {
+			return q.doorbellFailed(posted, dbErr, err)
 		}
 	}
 	return err
+}
+
+// doorbellFailed handles a doorbell that failed after posted requests
+// were published to the send queue. They cannot be taken back: the
+// kernel reads the producer index whenever its requester runs (at the
+// next doorbell, or from its timers), so they would run later, after
+// PostSend reported failure. Moving the QP to ERR makes the requester
+// flush them (WCWRFlushErr) instead. postErr is the error of a request
+// after them that was not posted, if any.
+//
+// PostSend refuses sends before RTS, and a locked QP's Modify to RESET
+// waits for posts in progress, so the kernel refusing the doorbell for
+// the QP's state takes a TD QP modified during a post, or a kernel
+// failure of another kind.
+func (q *rxeQP) doorbellFailed(posted int, dbErr, postErr error) error {
+	what := fmt.Sprintf("%d work request(s)", posted)
+	if postErr != nil {
+		what += fmt.Sprintf(" (the next one was not: %v)", postErr)
+	}
+	if err := q.qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState); err != nil {
+		return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue; moving the QP to ERR to flush them failed too (%v): they run at the next doorbell unless the QP is reset", dbErr, what, err)
+	}
+	return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, what)
 }
 
 func (q *rxeQP) postOneSend(wr *SendWR) error {
@@ -312,16 +347,19 @@ func (q *rxeQP) postOneSend(wr *SendWR) error {
 		*wqe.WR.Ex.InvalidateRKey() = wr.InvalidateRKey
 	}
 	if wr.Flags&SendInline != 0 {
-		p := payload
-		for _, s := range wr.SGL {
-			p += copy(r.data[p:], mmio.BytesAt(s.Addr, int(s.Length)))
-			length += uint64(s.Length)
+		n, err := copyInline(r.data[payload:], wr.SGL)
+		if err != nil {
+			return err
 		}
+		length = uint64(n)
 	} else {
 		for i, s := range wr.SGL {
 			e := mmio.At[abi.RXESGE](r.data, payload+i*int(abi.SizeofRXESGE))
 			e.Addr, e.Length, e.LKey = s.Addr, s.Length, s.LKey
 			length += uint64(s.Length)
+		}
+		if length > math.MaxUint32 {
+			return errMessageTooLong("send", length)
 		}
 	}
 	wqe.DMA.Length, wqe.DMA.Resid = uint32(length), uint32(length)
@@ -333,12 +371,8 @@ publish:
 
 func (q *rxeQP) postRecv(wr *RecvWR) error {
 	err := postRecvRing(q.rq, q.qp.cap.MaxRecvWR, q.qp.cap.MaxRecvSGE, wr)
-	if QPState(q.qp.state.Load()) == QPStateErr {
-		// rxe flushes the receive queue of a QP in the error state only
-		// when its responder runs, and nothing runs it for receives
-		// posted later: moving the QP to ERR again does, so these
-		// complete with WCWRFlushErr as the verbs require.
-		if kerr := q.qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState); kerr != nil && err == nil {
+	if q.qp.state.Load() >= uint32(QPStateErr) { // ERR, or maybe (qpErrSeen)
+		if kerr := q.qp.flushRecvs(); kerr != nil && err == nil {
 			err = kerr
 		}
 	}
@@ -349,7 +383,7 @@ func (q *rxeQP) postRecv(wr *RecvWR) error {
 // an SRQ. No doorbell: the kernel reads the ring when a message arrives.
 func postRecvRing(r *rxeRing, maxWR, maxSGE uint32, wr *RecvWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
-		if uint32(len(wr.SGL)) > maxSGE {
+		if len(wr.SGL) > int(maxSGE) {
 			return postError(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, errInvalid))
 		}
 		prod := r.producer()
@@ -360,16 +394,25 @@ func postRecvRing(r *rxeRing, maxWR, maxSGE uint32, wr *RecvWR) error {
 		wqe := mmio.At[abi.RXERecvWQE](r.data, off)
 		wqe.WRID = wr.WRID
 		sges := off + int(abi.OffsetofRXERecvWQEDMA) + abi.OffsetofRXEDMAInfoSGE
-		var length uint32
+		var length uint64
 		for j, s := range wr.SGL {
 			e := mmio.At[abi.RXESGE](r.data, sges+j*int(abi.SizeofRXESGE))
 			e.Addr, e.Length, e.LKey = s.Addr, s.Length, s.LKey
-			length += s.Length
+			length += uint64(s.Length)
 		}
-		wqe.DMA = abi.RXEDMAInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGL))}
+		if length > math.MaxUint32 {
+			return postError(i, wr.WRID, errMessageTooLong("receive", length))
+		}
+		wqe.DMA = abi.RXEDMAInfo{Length: uint32(length), Resid: uint32(length), NumSGE: uint32(len(wr.SGL))}
 		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
 	}
 	return nil
+}
+
+// errMessageTooLong refuses a scatter/gather list whose lengths add up
+// to more than a work request's 32-bit length holds.
+func errMessageTooLong(what string, n uint64) error {
+	return fmt.Errorf("uverbs post %s: the scatter/gather entries add up to %d bytes, a work request carries at most %d: %w", what, n, uint32(math.MaxUint32), errInvalid)
 }
 
 // ---- shared receive queue ----
@@ -393,6 +436,7 @@ func (p *rxeProvider) newSRQ(srq *SRQ, out []byte) (srqQueue, error) {
 		return nil, err
 	}
 	srq.num = resp.SRQNum
+	srq.maxWR = ring.room()
 	return &rxeSRQ{p: p, srq: srq, ring: ring}, nil
 }
 
@@ -419,6 +463,7 @@ func (q *rxeSRQ) modified(resized bool) error {
 		return err
 	}
 	q.ring = ring
+	q.srq.maxWR = ring.room()
 	return old.unmap()
 }
 

@@ -18,7 +18,9 @@ type SRQConfig struct {
 	TD    *TD // if set, PostRecv is lock-free: one goroutine at a time
 }
 
-// SRQAttr are an SRQ's current attributes (ibv_srq_attr).
+// SRQAttr are an SRQ's current attributes (ibv_srq_attr). From Query,
+// MaxWR is how many receives the SRQ holds: that many can be posted at
+// once, one more fails with ErrBusy.
 type SRQAttr struct {
 	MaxWR  uint32
 	MaxSGE uint32
@@ -33,7 +35,7 @@ type SRQ struct {
 	pd         *PD
 	td         *TD
 	num        uint32
-	maxWR      uint32
+	maxWR      uint32 // the receives PostRecv takes at once: the ring's room (set by the provider)
 	maxSGE     uint32
 	userHandle uint64
 	locks      bool
@@ -41,14 +43,28 @@ type SRQ struct {
 	q          srqQueue
 }
 
-// CreateSRQ creates a shared receive queue (ibv_create_srq).
+// CreateSRQ creates a shared receive queue (ibv_create_srq). The SRQ
+// may hold more than MaxWR receives (the device rounds up); Query says
+// how many.
 func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
+	if pd == nil {
+		return nil, errNil("CreateSRQ", "PD")
+	}
 	c := pd.ctx
 	if err := pd.alive(); err != nil {
 		return nil, err
 	}
 	if cfg.MaxWR == 0 || cfg.MaxSGE == 0 {
 		return nil, fmt.Errorf("uverbs: CreateSRQ: MaxWR and MaxSGE must be at least 1: %w", errInvalid)
+	}
+	if err := c.checkSize("CreateSRQ", "MaxWR", uint64(cfg.MaxWR), func(a *DeviceAttr) int { return a.MaxSRQWR }); err != nil {
+		return nil, err
+	}
+	if err := c.checkSize("CreateSRQ", "MaxSGE", uint64(cfg.MaxSGE), func(a *DeviceAttr) int { return a.MaxSRQSGE }); err != nil {
+		return nil, err
+	}
+	if cfg.Limit > cfg.MaxWR {
+		return nil, fmt.Errorf("uverbs: CreateSRQ: Limit %d is more than MaxWR %d: %w", cfg.Limit, cfg.MaxWR, errInvalid)
 	}
 	if cfg.TD != nil {
 		if err := cfg.TD.usable(c); err != nil {
@@ -76,7 +92,7 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 		return nil, err
 	}
 	srq.handle = uint32(m.Result(h))
-	srq.maxWR, srq.maxSGE = maxWR, maxSGE
+	srq.maxWR, srq.maxSGE = maxWR, maxSGE // the provider sets maxWR to what its ring holds
 	srq.closer = srq.destroy
 	q, err := c.prov.newSRQ(srq, driverOut)
 	if err != nil {
@@ -120,15 +136,33 @@ func (srq *SRQ) destroy() error {
 
 // Close destroys the SRQ (ibv_destroy_srq); it fails with EBUSY while QPs
 // use it.
-func (srq *SRQ) Close() error { return srq.close() }
+func (srq *SRQ) Close() error {
+	if srq == nil {
+		return errNil("SRQ.Close", "SRQ")
+	}
+	return srq.close()
+}
 
-// Num is the SRQ number, as the provider reports it (rxe does).
-func (srq *SRQ) Num() uint32 { return srq.num }
+// Num is the SRQ number, as the provider reports it (rxe does); 0 for a
+// nil SRQ.
+func (srq *SRQ) Num() uint32 {
+	if srq == nil {
+		return 0
+	}
+	return srq.num
+}
 
 // PostRecv posts a chain of receive work requests (ibv_post_srq_recv),
-// without a system call or an allocation. A full SRQ fails at once with
-// an error matching ErrBusy.
+// without a system call or an allocation. A full SRQ (Query's MaxWR
+// receives posted and not yet used) fails at once with an error
+// matching ErrBusy.
 func (srq *SRQ) PostRecv(wr *RecvWR) error {
+	if srq == nil || wr == nil {
+		if srq == nil {
+			return errNil("SRQ.PostRecv", "SRQ")
+		}
+		return errNil("SRQ.PostRecv", "work request")
+	}
 	if srq.locks {
 		return srq.postRecvLocked(wr)
 	}
@@ -159,8 +193,19 @@ const (
 
 // Modify resizes the SRQ or arms its limit event (ibv_modify_srq).
 func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+	if srq == nil {
+		return errNil("SRQ.Modify", "SRQ")
+	}
 	if mask == 0 || mask&^(SRQMaxWR|SRQLimit) != 0 {
 		return fmt.Errorf("uverbs: modify SRQ: mask %#x: %w", uint32(mask), errInvalid)
+	}
+	if mask&SRQMaxWR != 0 {
+		if attr.MaxWR == 0 {
+			return fmt.Errorf("uverbs: modify SRQ: MaxWR 0: %w", errInvalid)
+		}
+		if err := srq.ctx.checkSize("modify SRQ", "MaxWR", uint64(attr.MaxWR), func(a *DeviceAttr) int { return a.MaxSRQWR }); err != nil {
+			return err
+		}
 	}
 	if mask&SRQMaxWR != 0 && srq.locks {
 		srq.mu.Lock()
@@ -169,6 +214,15 @@ func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if err := srq.alive(); err != nil {
 		return err
 	}
+	if mask&SRQLimit != 0 {
+		room := srq.maxWR
+		if mask&SRQMaxWR != 0 {
+			room = attr.MaxWR
+		}
+		if attr.Limit > room {
+			return fmt.Errorf("uverbs: modify SRQ: Limit %d is more than the %d receives the SRQ holds: %w", attr.Limit, room, errInvalid)
+		}
+	}
 	drvIn, drvOut := srq.q.modifyDriverData()
 	core := abi.ModifySRQ{SRQHandle: srq.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
 	in := append(append([]byte{}, abi.Bytes(&core)...), drvIn...)
@@ -176,14 +230,17 @@ func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
 	if err != nil {
 		return err
 	}
-	if mask&SRQMaxWR != 0 {
-		srq.maxWR = attr.MaxWR
-	}
-	return srq.q.modified(mask&SRQMaxWR != 0)
+	return srq.q.modified(mask&SRQMaxWR != 0) // sets maxWR after a resize
 }
 
-// Query reads the SRQ's attributes (ibv_query_srq).
+// Query reads the SRQ's attributes (ibv_query_srq). MaxWR is how many
+// receives PostRecv takes at once, which is what the SRQ's queue holds.
+// (6.1's rxe reports its queue's size while telling CreateSRQ the size
+// asked for; the library posts up to the queue's size.)
 func (srq *SRQ) Query() (SRQAttr, error) {
+	if srq == nil {
+		return SRQAttr{}, errNil("SRQ.Query", "SRQ")
+	}
 	if err := srq.alive(); err != nil {
 		return SRQAttr{}, err
 	}
@@ -193,5 +250,5 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 	if err := srq.ctx.fd.Command("uverbs QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return SRQAttr{}, err
 	}
-	return SRQAttr{MaxWR: resp.MaxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
+	return SRQAttr{MaxWR: srq.maxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
 }

@@ -13,6 +13,9 @@ type TD struct {
 
 // AllocTD allocates a thread domain.
 func (c *Context) AllocTD() (*TD, error) {
+	if c == nil {
+		return nil, errNil("Context.AllocTD", "Context")
+	}
 	if c.closed.Load() {
 		return nil, errClosedContext
 	}
@@ -23,7 +26,12 @@ func (c *Context) AllocTD() (*TD, error) {
 }
 
 // Close releases the TD; it fails with EBUSY while objects use it.
-func (td *TD) Close() error { return td.close() }
+func (td *TD) Close() error {
+	if td == nil {
+		return errNil("TD.Close", "TD")
+	}
+	return td.close()
+}
 
 // lockFor reports whether an object created with td must lock.
 func lockFor(td *TD) bool { return td == nil }
