@@ -513,7 +513,7 @@ func TestInteropGoNativeFlush(t *testing.T) {
 	})
 	pcfg := rpma.NewPeerCfg()
 	pcfg.SetDirectWriteToPMem(true)
-	pcfg.SetNativeFlush(sp.NativeFlush())
+	pcfg.SetNativeFlush(mr.NativeFlush())
 	p := connect(t, ctx, sp, cp, nil, interopCfg(t), nil, commonData{writeOff, mr.Descriptor(), pcfg.Descriptor()}.bytes(t))
 	cd := parseCommonData(t, p.cpdata)
 	rmr, err := rpma.RemoteMRFromDescriptor(cd.mrDesc)

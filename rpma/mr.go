@@ -95,6 +95,24 @@ func (m *MR) Size() int { return len(m.buf) }
 // Usage is what the region was registered for.
 func (m *MR) Usage() Usage { return m.usage }
 
+// NativeFlush reports whether the other side may flush this region with
+// native RDMA FLUSH for every flush usage it has: the device executes
+// FLUSH and granted the region the FLUSH rights. The device grants
+// FLUSH to persistence only on persistent memory, so a region of
+// ordinary memory with UsageFlushPersistent says false. A server tells
+// clients with PeerCfg.SetNativeFlush(mr.NativeFlush()) for the region
+// it sends; false for a region without a flush usage.
+func (m *MR) NativeFlush() bool {
+	if m == nil || !m.peer.flush || m.usage&(UsageFlushVisibility|UsageFlushPersistent) == 0 {
+		return false
+	}
+	a := m.mr.Access()
+	if m.usage&UsageFlushVisibility != 0 && a&uverbs.AccessFlushGlobal == 0 {
+		return false
+	}
+	return m.usage&UsageFlushPersistent == 0 || a&uverbs.AccessFlushPersistent != 0
+}
+
 // Verbs is the uverbs region underneath, for verbs a program mixes in.
 func (m *MR) Verbs() *uverbs.MR { return m.mr }
 

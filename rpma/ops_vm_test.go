@@ -152,7 +152,22 @@ func TestFlushTypes(t *testing.T) {
 	vis := regMR(t, sp, 4096, rpma.UsageWriteDst)
 	pcfg := rpma.NewPeerCfg()
 	pcfg.SetDirectWriteToPMem(true)
-	pcfg.SetNativeFlush(sp.NativeFlush())
+	pcfg.SetNativeFlush(smr.NativeFlush())
+	// Persistent memory takes both FLUSH rights where the device has
+	// FLUSH; ordinary memory not the persistent one, and a region
+	// without a flush usage neither.
+	if smr.NativeFlush() != sp.NativeFlush() {
+		t.Errorf("PMem region NativeFlush %v, device %v", smr.NativeFlush(), sp.NativeFlush())
+	}
+	if dram := regMR(t, sp, 4096, rpma.UsageWriteDst|rpma.UsageFlushPersistent); dram.NativeFlush() {
+		t.Error("a DRAM region claims native flush to persistence")
+	}
+	if dram := regMR(t, sp, 4096, rpma.UsageWriteDst|rpma.UsageFlushVisibility); dram.NativeFlush() != sp.NativeFlush() {
+		t.Errorf("DRAM region, visibility only: NativeFlush %v, device %v", dram.NativeFlush(), sp.NativeFlush())
+	}
+	if vis.NativeFlush() {
+		t.Error("a region without a flush usage claims native flush")
+	}
 	pdata := append(smr.Descriptor(), pcfg.Descriptor()...)
 	p := connect(t, ctx, sp, cp, nil, nil, nil, pdata)
 	rmr := remoteOf(t, p)

@@ -27,11 +27,13 @@ func (c *PeerCfg) SetDirectWriteToPMem(supported bool) { c.direct.Store(supporte
 // (rpma_peer_cfg_get_direct_write_to_pmem).
 func (c *PeerCfg) DirectWriteToPMem() bool { return c.direct.Load() }
 
-// SetNativeFlush says whether this peer's memory regions take native
-// RDMA FLUSH (set it from Peer.NativeFlush on the side that registers
-// the flushed memory). A purerdma client whose ConnCfg leaves the
-// flush method at FlushAuto flushes natively only when the remote
-// peer's applied configuration says so.
+// SetNativeFlush says whether the regions this peer sends to the other
+// side take native RDMA FLUSH for their flush usages: set it from
+// MR.NativeFlush of the region the configuration travels with. A
+// purerdma client whose ConnCfg leaves the flush method at FlushAuto
+// flushes natively only when the remote peer's applied configuration
+// says so; a wrong true makes the client's flushes fail with a remote
+// access error, which breaks the connection.
 func (c *PeerCfg) SetNativeFlush(on bool) { c.native.Store(on) }
 
 // NativeFlush reports the setting.
