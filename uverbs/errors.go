@@ -15,8 +15,10 @@ var (
 	// ErrClosed (= os.ErrClosed): the object, or its context, is closed.
 	ErrClosed = sys.ErrClosed
 	// ErrBusy: a bounded resource is full (a send or receive queue, a
-	// completion channel that already has a waiter). It is returned at
-	// once; retry later.
+	// completion channel that already has a waiter), or an object is in
+	// use (Close refused while others depend on it). It is returned at
+	// once; retry later. Every error matching ErrBusy matches EBUSY and
+	// the other way round.
 	ErrBusy = sys.ErrBusy
 )
 

@@ -45,6 +45,12 @@ func (g GID) IP() net.IP {
 	return ip
 }
 
+// Addr returns g as a netip.Addr, the type rdmacm uses: the IPv4
+// address for an IPv4-mapped GID, else the IPv6 address (see IP).
+func (g GID) Addr() netip.Addr {
+	return netip.AddrFrom16(g).Unmap()
+}
+
 // IsZero reports whether g is all zeros, as an empty GID table entry
 // is.
 func (g GID) IsZero() bool { return g == GID{} }

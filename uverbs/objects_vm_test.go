@@ -78,13 +78,13 @@ func TestSRQLifecycle(t *testing.T) {
 	if err != nil || a.MaxWR < 16 || a.MaxSGE < 2 || a.Limit != 4 {
 		t.Errorf("Query = %+v, %v", a, err)
 	}
-	if err := srq.Modify(uverbs.SRQAttr{Limit: 8}, uverbs.SRQLimit); err != nil {
+	if err := srq.Modify(&uverbs.SRQAttr{Limit: 8}, uverbs.SRQLimit); err != nil {
 		t.Errorf("Modify limit: %v", err)
 	}
 	if a, _ := srq.Query(); a.Limit != 8 {
 		t.Errorf("limit after Modify = %d", a.Limit)
 	}
-	if err := srq.Modify(uverbs.SRQAttr{MaxWR: 64}, uverbs.SRQMaxWR); err != nil {
+	if err := srq.Modify(&uverbs.SRQAttr{MaxWR: 64}, uverbs.SRQMaxWR); err != nil {
 		t.Errorf("Modify (resize): %v", err)
 	} else if a, _ := srq.Query(); a.MaxWR < 64 {
 		t.Errorf("MaxWR after resize = %d", a.MaxWR)

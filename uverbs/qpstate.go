@@ -94,6 +94,18 @@ const (
 	MigArmed
 )
 
+func (m PathMigState) String() string {
+	switch m {
+	case MigMigrated:
+		return "MIGRATED"
+	case MigRearm:
+		return "REARM"
+	case MigArmed:
+		return "ARMED"
+	}
+	return fmt.Sprintf("PathMigState(%d)", uint8(m))
+}
+
 // QPAttr are queue pair attributes (ibv_qp_attr). Modify applies the
 // fields its mask selects; Query fills them.
 type QPAttr struct {

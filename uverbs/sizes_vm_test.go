@@ -104,7 +104,7 @@ func TestSizesInRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srq.Close()
-	if err := srq.Modify(uverbs.SRQAttr{MaxWR: uint32(attr.MaxSRQWR) + 1}, uverbs.SRQMaxWR); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "MaxWR") {
+	if err := srq.Modify(&uverbs.SRQAttr{MaxWR: uint32(attr.MaxSRQWR) + 1}, uverbs.SRQMaxWR); !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "MaxWR") {
 		t.Errorf("SRQ resize past the device's limit = %v, want EINVAL naming MaxWR", err)
 	}
 }

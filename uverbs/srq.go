@@ -192,9 +192,12 @@ const (
 )
 
 // Modify resizes the SRQ or arms its limit event (ibv_modify_srq).
-func (srq *SRQ) Modify(attr SRQAttr, mask SRQAttrMask) error {
+func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 	if srq == nil {
 		return errNil("SRQ.Modify", "SRQ")
+	}
+	if attr == nil {
+		return errNil("SRQ.Modify", "attr")
 	}
 	if mask == 0 || mask&^(SRQMaxWR|SRQLimit) != 0 {
 		return fmt.Errorf("uverbs: modify SRQ: mask %#x: %w", uint32(mask), errInvalid)

@@ -61,7 +61,7 @@ func TestSRQQueryMatchesPostable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srq.Close()
-	if err := srq.Modify(uverbs.SRQAttr{MaxWR: 40}, uverbs.SRQMaxWR); err != nil {
+	if err := srq.Modify(&uverbs.SRQAttr{MaxWR: 40}, uverbs.SRQMaxWR); err != nil {
 		t.Fatal(err)
 	}
 	fill(t, srq)

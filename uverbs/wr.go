@@ -173,15 +173,25 @@ func (s WCStatus) String() string {
 	return fmt.Sprintf("unknown status (%d)", uint32(s))
 }
 
-// Err returns nil for success and an error matching the status otherwise.
+// Err returns nil for success and an error matching the status
+// otherwise (errors.Is(err, WCRemAccessErr)), whose text says it is a
+// work completion's.
 func (s WCStatus) Err() error {
 	if s == WCSuccess {
 		return nil
 	}
-	return s
+	return &wcError{s}
 }
 
-func (s WCStatus) Error() string { return "work completion: " + s.String() }
+// Error makes a status usable as an error and as an errors.Is target.
+// It is the status's name, as String, so that %v of any status,
+// success included, prints just that name.
+func (s WCStatus) Error() string { return s.String() }
+
+type wcError struct{ s WCStatus }
+
+func (e *wcError) Error() string { return "work completion: " + e.s.String() }
+func (e *wcError) Unwrap() error { return e.s }
 
 // WCOpcode is what a completed work request did (ibv_wc_opcode).
 type WCOpcode uint32

@@ -14,10 +14,13 @@ var (
 	ErrNotSupported = errors.New("not supported")
 	// ErrClosed is os.ErrClosed: the object was closed.
 	ErrClosed = os.ErrClosed
-	// ErrBusy means a bounded resource is full (a send queue, a waiter
-	// slot); retrying later may succeed. It is returned at once instead of
-	// blocking.
-	ErrBusy = errors.New("resource busy")
+	// ErrBusy means a resource is busy: a bounded one is full (a send
+	// queue, a waiter slot), or an object is in use by others (a Close
+	// refused for dependents). Retrying later may succeed. It is
+	// returned at once instead of blocking. One rule for both: every
+	// error matching ErrBusy matches EBUSY, and every error of this
+	// project carrying EBUSY matches ErrBusy.
+	ErrBusy error = busyError{}
 	// ErrInvalid is EINVAL, for bad input caught before a kernel call,
 	// so callers can match it as they would the kernel's.
 	ErrInvalid error = syscall.EINVAL
@@ -25,6 +28,11 @@ var (
 	// without importing syscall.
 	ErrNoMemory error = syscall.ENOMEM
 )
+
+type busyError struct{}
+
+func (busyError) Error() string        { return "resource busy" }
+func (busyError) Is(target error) bool { return target == syscall.EBUSY }
 
 // Error is a failed kernel call: the operation and the errno.
 type Error struct {
@@ -37,6 +45,9 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is makes errno values that mean "not supported" match ErrNotSupported.
 func (e *Error) Is(target error) bool {
+	if target == ErrBusy {
+		return errors.Is(e.Err, syscall.EBUSY)
+	}
 	if target != ErrNotSupported {
 		return false
 	}
