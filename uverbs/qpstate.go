@@ -55,7 +55,8 @@ const (
 	QPAttrPathMigState     QPAttrMask = 1 << 18
 	QPAttrCap              QPAttrMask = 1 << 19
 	QPAttrDestQPN          QPAttrMask = 1 << 20
-	QPAttrRateLimit        QPAttrMask = 1 << 25
+	// IBV_QP_RATE_LIMIT (1 << 25) has no constant: the kernel allows it
+	// only for raw packet QPs, which this package does not create.
 )
 
 var qpAttrNames = []string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS", "PKEY_INDEX",
