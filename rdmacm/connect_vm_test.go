@@ -132,13 +132,13 @@ func TestRCConnect(t *testing.T) {
 		t.Fatalf("send completion %+v, %v", wc, err)
 	}
 	copy(buf[128:], "written by the client")
-	if err := c.PostWrite(12, mr, 128, 21, uverbs.SendSignaled, raddr+1024, rkey); err != nil {
+	if err := c.PostWrite(12, mr, 128, 21, uverbs.SendSignaled, rdmacm.Remote{Addr: raddr + 1024, RKey: rkey}); err != nil {
 		t.Fatal(err)
 	}
 	if wc, err := c.GetSendComp(ctx); err != nil || wc.Opcode != uverbs.WCRDMAWrite {
 		t.Fatalf("write completion %+v, %v", wc, err)
 	}
-	if err := c.PostRead(13, mr, 256, 21, uverbs.SendSignaled, raddr+2048, rkey); err != nil {
+	if err := c.PostRead(13, mr, 256, 21, uverbs.SendSignaled, rdmacm.Remote{Addr: raddr + 2048, RKey: rkey}); err != nil {
 		t.Fatal(err)
 	}
 	if wc, err := c.GetSendComp(ctx); err != nil || wc.Opcode != uverbs.WCRDMARead {

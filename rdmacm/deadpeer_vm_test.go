@@ -115,7 +115,7 @@ func (s survivor) writeUntilError(t *testing.T, ctx context.Context, before int)
 	mr, _ := regMsgs(t, s.id, size)
 	post := func(n int) error {
 		off := uint64(n%(peerBufSize/size)) * size
-		return s.id.PostWrite(uint64(n), mr, 0, size, uverbs.SendSignaled, s.raddr+off, s.rkey)
+		return s.id.PostWrite(uint64(n), mr, 0, size, uverbs.SendSignaled, rdmacm.Remote{Addr: s.raddr + off, RKey: s.rkey})
 	}
 	posted := 0
 	for ; posted < depth; posted++ {

@@ -134,7 +134,7 @@ func ExampleID_JoinMulticastContext() {
 		log.Fatal(err)
 	}
 	defer mr.Close()
-	if err := id.PostUDSend(1, mr, 0, len(buf), uverbs.SendSignaled, ah, group.QPNum); err != nil {
+	if err := id.PostUDSend(1, mr, 0, len(buf), uverbs.SendSignaled, rdmacm.UDDest{AH: ah, QPNum: group.QPNum}); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := id.GetSendComp(ctx); err != nil {

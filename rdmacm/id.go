@@ -110,6 +110,9 @@ type ID struct {
 	reported uint32     // DESTROY_ID's count
 
 	events eventCount
+
+	inlineMu sync.Mutex
+	inline   []byte // PostSendInline's copy of the data
 }
 
 type closer interface{ Close() error }

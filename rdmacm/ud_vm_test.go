@@ -61,7 +61,7 @@ func TestUDExchange(t *testing.T) {
 		}
 		defer ah.Close()
 		copy(buf[128:], "datagram from the server")
-		if err := s.PostUDSend(2, mr, 128, 24, uverbs.SendSignaled, ah, wc.SrcQP); err != nil {
+		if err := s.PostUDSend(2, mr, 128, 24, uverbs.SendSignaled, rdmacm.UDDest{AH: ah, QPNum: wc.SrcQP}); err != nil {
 			return err
 		}
 		_, err = s.GetSendComp(ctx)
@@ -101,7 +101,7 @@ func TestUDExchange(t *testing.T) {
 	defer ah.Close()
 	copy(buf[128:], "datagram from the client")
 	wc := postThenReceive(t, ctx, c, func() error {
-		return c.PostUDSend(11, mr, 128, 24, uverbs.SendSignaled, ah, ev.UD.QPNum)
+		return c.PostUDSend(11, mr, 128, 24, uverbs.SendSignaled, rdmacm.UDDest{AH: ah, QPNum: ev.UD.QPNum})
 	})
 	wait()
 	if s := string(buf[grhLen:wc.ByteLen]); s != "datagram from the server" {
@@ -166,7 +166,7 @@ func TestMulticast(t *testing.T) {
 	send := func(msg string) {
 		t.Helper()
 		copy(s.buf[128:], msg)
-		if err := s.id.PostUDSend(uint64(len(msg)), s.mr, 128, len(msg), uverbs.SendSignaled, ah, s.ud.QPNum); err != nil {
+		if err := s.id.PostUDSend(uint64(len(msg)), s.mr, 128, len(msg), uverbs.SendSignaled, rdmacm.UDDest{AH: ah, QPNum: s.ud.QPNum}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.id.GetSendComp(ctx); err != nil {

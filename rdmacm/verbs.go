@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -111,17 +112,53 @@ func (id *ID) PostRecv(wrID uint64, mr *uverbs.MR, off, n int) error {
 	return qp.PostRecv(&uverbs.RecvWR{WRID: wrID, SGL: []uverbs.SGE{s}})
 }
 
-func (id *ID) postSend(op string, wr *uverbs.SendWR, mr *uverbs.MR, off, n int) error {
+// PostRecvv posts a receive into the scatter/gather list sgl
+// (rdma_post_recvv): to the ID's SRQ when it has one, else to its QP.
+func (id *ID) PostRecvv(wrID uint64, sgl []uverbs.SGE) error {
+	const op = "post recvv"
+	if srq := id.SRQ(); srq != nil {
+		if err := id.alive(op); err != nil {
+			return err
+		}
+		return srq.PostRecv(&uverbs.RecvWR{WRID: wrID, SGL: sgl})
+	}
 	qp, err := id.postQP(op)
 	if err != nil {
 		return err
 	}
+	return qp.PostRecv(&uverbs.RecvWR{WRID: wrID, SGL: sgl})
+}
+
+func (id *ID) postSend(op string, wr *uverbs.SendWR, mr *uverbs.MR, off, n int) error {
 	s, err := sge(op, mr, off, n)
 	if err != nil {
 		return err
 	}
-	wr.SGL = []uverbs.SGE{s}
+	return id.postSendv(op, wr, []uverbs.SGE{s})
+}
+
+func (id *ID) postSendv(op string, wr *uverbs.SendWR, sgl []uverbs.SGE) error {
+	qp, err := id.postQP(op)
+	if err != nil {
+		return err
+	}
+	wr.SGL = sgl
 	return qp.PostSend(wr)
+}
+
+// Remote names the peer's memory of an RDMA read or write: its address
+// and the rkey of the region it lies in, as the peer sent them.
+type Remote struct {
+	Addr uint64
+	RKey uint32
+}
+
+// UDDest is the destination of a datagram: the AH to the peer (or
+// group) and its QP number, from a UDParam (UDParam.CreateAH and
+// UDParam.QPNum). The QKey is UDPQKey.
+type UDDest struct {
+	AH    *uverbs.AH
+	QPNum uint32
 }
 
 // PostSend sends bytes [off, off+n) of mr (rdma_post_send). flags
@@ -130,26 +167,83 @@ func (id *ID) PostSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.Send
 	return id.postSend("post send", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, mr, off, n)
 }
 
-// PostUDSend sends bytes [off, off+n) of mr as a datagram to the QP
-// remoteQPN behind ah, with UDPQKey (rdma_post_ud_send): ah and
-// remoteQPN come from the peer's or the group's UDParam.
-func (id *ID) PostUDSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, ah *uverbs.AH, remoteQPN uint32) error {
-	return id.postSend("post UD send", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags,
-		AH: ah, RemoteQPN: remoteQPN, RemoteQKey: UDPQKey}, mr, off, n)
+// PostSendv sends the scatter/gather list sgl as one message
+// (rdma_post_sendv).
+func (id *ID) PostSendv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags) error {
+	return id.postSendv("post sendv", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, sgl)
+}
+
+// PostSendInline sends data, which need not be registered, copied into
+// the send queue at once (rdma_post_send with no MR and
+// IBV_SEND_INLINE): data may be reused when it returns. It must fit the
+// QP's Cap().MaxInlineData.
+func (id *ID) PostSendInline(wrID uint64, data []byte, flags uverbs.SendFlags) error {
+	const op = "post send inline"
+	qp, err := id.postQP(op)
+	if err != nil {
+		return err
+	}
+	if max := qp.Cap().MaxInlineData; len(data) > int(max) {
+		return opError(op, id.handle, fmt.Errorf("%d bytes, the QP takes %d inline: %w", len(data), max, errInvalid))
+	}
+	id.inlineMu.Lock()
+	defer id.inlineMu.Unlock()
+	// A heap buffer of the ID's: its address stays put while the send
+	// queue copies from it, which the caller's slice (perhaps on a
+	// goroutine stack) does not promise.
+	if cap(id.inline) < len(data) {
+		id.inline = make([]byte, qp.Cap().MaxInlineData)
+	}
+	buf := id.inline[:len(data)]
+	copy(buf, data)
+	var sgl []uverbs.SGE
+	if len(buf) > 0 {
+		sgl = []uverbs.SGE{{Addr: uint64(sys.PointerTo(buf)), Length: uint32(len(buf))}}
+	}
+	return qp.PostSend(&uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags | uverbs.SendInline, SGL: sgl})
+}
+
+// PostUDSend sends bytes [off, off+n) of mr as a datagram to dest
+// (rdma_post_ud_send).
+func (id *ID) PostUDSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, dest UDDest) error {
+	return id.postSend("post UD send", udWR(wrID, flags, dest), mr, off, n)
+}
+
+// PostUDSendv sends sgl as a datagram to dest.
+func (id *ID) PostUDSendv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags, dest UDDest) error {
+	return id.postSendv("post UD sendv", udWR(wrID, flags, dest), sgl)
+}
+
+func udWR(wrID uint64, flags uverbs.SendFlags, d UDDest) *uverbs.SendWR {
+	return &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags, AH: d.AH, RemoteQPN: d.QPNum, RemoteQKey: UDPQKey}
 }
 
 // PostWrite writes bytes [off, off+n) of mr to the peer's memory at
-// remoteAddr, rkey (rdma_post_write).
-func (id *ID) PostWrite(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remoteAddr uint64, rkey uint32) error {
-	return id.postSend("post write", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRRDMAWrite, Flags: flags,
-		RemoteAddr: remoteAddr, RKey: rkey}, mr, off, n)
+// remote (rdma_post_write).
+func (id *ID) PostWrite(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remote Remote) error {
+	return id.postSend("post write", rdmaWR(wrID, uverbs.WRRDMAWrite, flags, remote), mr, off, n)
 }
 
-// PostRead reads the peer's memory at remoteAddr, rkey into bytes
-// [off, off+n) of mr (rdma_post_read).
-func (id *ID) PostRead(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remoteAddr uint64, rkey uint32) error {
-	return id.postSend("post read", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRRDMARead, Flags: flags,
-		RemoteAddr: remoteAddr, RKey: rkey}, mr, off, n)
+// PostWritev writes sgl to the peer's memory at remote
+// (rdma_post_writev).
+func (id *ID) PostWritev(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags, remote Remote) error {
+	return id.postSendv("post writev", rdmaWR(wrID, uverbs.WRRDMAWrite, flags, remote), sgl)
+}
+
+// PostRead reads the peer's memory at remote into bytes [off, off+n) of
+// mr (rdma_post_read).
+func (id *ID) PostRead(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remote Remote) error {
+	return id.postSend("post read", rdmaWR(wrID, uverbs.WRRDMARead, flags, remote), mr, off, n)
+}
+
+// PostReadv reads the peer's memory at remote into sgl
+// (rdma_post_readv).
+func (id *ID) PostReadv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags, remote Remote) error {
+	return id.postSendv("post readv", rdmaWR(wrID, uverbs.WRRDMARead, flags, remote), sgl)
+}
+
+func rdmaWR(wrID uint64, op uverbs.WROpcode, flags uverbs.SendFlags, r Remote) *uverbs.SendWR {
+	return &uverbs.SendWR{WRID: wrID, Opcode: op, Flags: flags, RemoteAddr: r.Addr, RKey: r.RKey}
 }
 
 // GetSendComp waits for the next completion of the ID's send CQ

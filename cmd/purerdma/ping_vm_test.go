@@ -563,7 +563,7 @@ func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struc
 	if mode == rpFakeCorrupt {
 		n := int(src.Size)
 		if err := sendWait(func() error {
-			return s.PostRead(3, mr, data, n, uverbs.SendSignaled, src.Addr, src.RKey)
+			return s.PostRead(3, mr, data, n, uverbs.SendSignaled, rdmacm.Remote{Addr: src.Addr, RKey: src.RKey})
 		}); err != nil {
 			return err
 		}
@@ -576,7 +576,7 @@ func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struc
 		}
 		buf[data+5] = 'P' // rdma-ping-0 -> rdma-Ping-0
 		if err := sendWait(func() error {
-			return s.PostWrite(4, mr, data, n, uverbs.SendSignaled, sink.Addr, sink.RKey)
+			return s.PostWrite(4, mr, data, n, uverbs.SendSignaled, rdmacm.Remote{Addr: sink.Addr, RKey: sink.RKey})
 		}); err != nil {
 			return err
 		}
