@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -426,6 +428,26 @@ func FuzzSysfsDevice(f *testing.F) {
 	f.Add(" rxe1 ", "4", "505400fffe123456", "1: DOWN", "Disabled", "6", "7fff")
 	f.Add("../x", "CA", "5054::fe12:3456", "ACTIVE", "", "six", "0x1ffff")
 	f.Add("", "1:", "", ":", "5:", "", "")
+	// One tree, rewritten for each input: a temporary folder per input
+	// would cost most of the run.
+	root := f.TempDir()
+	sysfs := func(t *testing.T, files map[string]string) {
+		if err := os.RemoveAll(filepath.Join(root, "class")); err != nil {
+			t.Fatal(err)
+		}
+		for path, content := range files {
+			full := filepath.Join(root, path)
+			if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old := sysfsRoot
+		sysfsRoot = root
+		t.Cleanup(func() { sysfsRoot = old })
+	}
 	f.Fuzz(func(t *testing.T, ibdev, nodeType, guid, state, physState, abiVersion, pkey string) {
 		if len(ibdev) > 64 {
 			return // no file name that long
@@ -438,7 +460,7 @@ func FuzzSysfsDevice(f *testing.F) {
 		okName := name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/')
 		if okName && strings.ContainsRune(name, 0) {
 			// No file can have this name: reading the device fails.
-			fakeSysfs(t, tree)
+			sysfs(t, tree)
 			if devs, err := Devices(); err == nil {
 				t.Fatalf("Devices with an ibdev of %q = %+v", ibdev, devs)
 			}
@@ -451,7 +473,7 @@ func FuzzSysfsDevice(f *testing.F) {
 				tree[ib+file] = v
 			}
 		}
-		fakeSysfs(t, tree)
+		sysfs(t, tree)
 		devs, err := Devices()
 		wantABI, abiErr := strconv.Atoi(strings.TrimSpace(abiVersion))
 		nt, ntErr := parseNumbered(strings.TrimSpace(nodeType))
