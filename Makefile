@@ -1,8 +1,10 @@
 # purerdma: see README.md and docs/testing.md.
 #
 #   make demo                 boot the soft-RoCE VM and run the end-to-end demo
-#   make test                 lint + host tests + every package's tests in the VM on both kernels
+#   make test                 lint + host tests + fuzzing + every package's tests in the VM on both kernels
 #   make vmtest KERNEL=6.12   every package's tests in the VM on one kernel
+#   make vmrace KERNEL=6.12   the concurrency tests built with -race, in the VM on one kernel
+#   make fuzz                 every fuzz target for FUZZTIME (10s) each
 #   make lint                 gofmt, go vet, CGO_ENABLED=0 build, shell syntax, layering check
 #   make bench                benchmarks in one VM boot per kernel
 
@@ -13,7 +15,7 @@ KERNEL  ?= 6.1
 TESTFLAGS ?=
 BIN     := $(CURDIR)/bin
 
-.PHONY: all test deps lint unit vmtest vmtest-all bench demo tools examples clean
+.PHONY: all test deps lint unit fuzz vmtest vmrace vmtest-all bench demo tools examples clean
 
 all: lint tools
 
@@ -55,10 +57,39 @@ VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
 
-vmtest-all:
-	@set -e; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest KERNEL=$$k; done
+# The concurrency tests again, built with the race detector, in the VM.
+# The race runtime needs cgo in the test binary (only there: the library
+# builds with CGO_ENABLED=0, which make lint checks). scripts/vmexec-race
+# runs each binary as NAME.race.test, so the VM log tells these runs apart.
+RACEPKGS  := ./uverbs ./rdmacm ./rpma ./internal/evfd ./spin ./mmio
+RACETESTS := \
+	TestConcurrentPosters TestAsyncEventContext TestAsyncEventBusy TestAsyncEventClose \
+	TestCompChannelWakesOnCompletion TestCompChannelWaitCancel TestCompChannelWaitClose \
+	TestEventLoop TestNextCancel TestCloseWakesNext TestCloseWithPendingEvents TestMigrate \
+	TestCloseDuringNext TestSharedContext TestRCConnect TestDisconnect TestTimewaitExit \
+	TestUDExchange TestEstablish TestDeviceRemoval \
+	TestReadWakesOnData TestReadCancel TestReadClose TestSecondWaiterBusy TestWaitAfterCancelledWait \
+	TestConcurrentPublish TestConcurrentConnections Example
+empty :=
+space := $(empty) $(empty)
+RACERUN ?= ^($(subst $(space),|,$(strip $(RACETESTS))))$$
+RACEFLAGS ?= # extra go test flags, e.g. make vmrace RACEFLAGS=-v
+vmrace: deps
+	CGO_ENABLED=1 PURERDMA_KERNEL=$(KERNEL) $(GO) test -race -count=1 -exec $(CURDIR)/scripts/vmexec-race -run '$(RACERUN)' $(RACEFLAGS) $(RACEPKGS)
 
-test: deps lint unit vmtest-all
+vmtest-all:
+	@set -e; for k in $(KERNELS); do \
+	  $(MAKE) --no-print-directory vmtest KERNEL=$$k; \
+	  $(MAKE) --no-print-directory vmrace KERNEL=$$k; \
+	done
+
+# Every fuzz target (go test -list finds them) for FUZZTIME each, two at
+# a time; scripts/fuzz has the knobs.
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz
+
+test: deps lint unit fuzz vmtest-all
 
 # perftest's C tools and purerdma bench side by side, one VM boot per
 # kernel (scripts/bench; docs/performance.md has the method and results).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -602,6 +603,18 @@ func FuzzDecodePortAttr(f *testing.F) {
 		copy(abi.Bytes(&r), b)
 		a := decodePortAttr(&r)
 		_ = a.MaxMTU.String() + a.ActiveMTU.String() + a.LinkLayer.String() + a.State.String()
+		l := &r.LegacyResp
+		if a.GIDTblLen != int(l.GIDTblLen) || a.PKeyTblLen != int(l.PKeyTblLen) || a.GIDTblLen < 0 || a.PKeyTblLen < 0 {
+			t.Errorf("table lengths %d and %d from %d and %d", a.GIDTblLen, a.PKeyTblLen, l.GIDTblLen, l.PKeyTblLen)
+		}
+		if a.GRHRequired != (l.Flags&abi.IB_UVERBS_QPF_GRH_REQUIRED != 0) {
+			t.Errorf("GRHRequired %v from flags %#x", a.GRHRequired, l.Flags)
+		}
+		// active_speed_ex: the 4 bytes after reserved[2] (Linux 6.7's layout).
+		off := int(unsafe.Offsetof(r.Reserved)) + 2
+		if want := binary.NativeEndian.Uint32(abi.Bytes(&r)[off:]); a.ActiveSpeedEx != want {
+			t.Errorf("ActiveSpeedEx %#x, want the %#x at byte %d", a.ActiveSpeedEx, want, off)
+		}
 	})
 }
 

@@ -84,7 +84,7 @@ func (m *Method) setLen(a *abi.Attr, n int) bool {
 // pointer.
 func (m *Method) In(id uint16, b []byte) Attr {
 	a, i := m.next(id)
-	if !m.setLen(a, len(b)) {
+	if i < 0 || !m.setLen(a, len(b)) { // one attribute too many: m.err says so
 		return i
 	}
 	if len(b) <= 8 {
@@ -125,7 +125,7 @@ func (m *Method) InUint(id uint16, v uint64, size int) Attr {
 // Out adds a PTR_OUT attribute the kernel fills.
 func (m *Method) Out(id uint16, b []byte) Attr {
 	a, i := m.next(id)
-	if m.setLen(a, len(b)) && len(b) > 0 {
+	if i >= 0 && m.setLen(a, len(b)) && len(b) > 0 {
 		m.data[i], m.out[i] = b, true
 	}
 	return i
@@ -180,22 +180,33 @@ func (m *Method) Exec(f *FD, driverID uint32) error {
 	if m.err != nil {
 		return m.fail(m.err)
 	}
-	m.buf.hdr.NumAttrs = uint16(m.n)
-	m.buf.hdr.Length = uint16(abi.OffsetofIoctlHdrAttrs + m.n*int(unsafe.Sizeof(abi.Attr{})))
-	m.buf.hdr.DriverID = driverID
 	s, err := GetScratch()
 	if err != nil {
 		return m.fail(err)
 	}
 	defer s.Release()
-	mem := s.Bytes()
-	buf := (*ioctlBuf)(unsafe.Pointer(&mem[0]))
 	var pin pinner
 	defer pin.Unpin()
-	// Lay out the buffers after the attributes, 8-byte aligned; one that
-	// does not fit goes to a pinned heap copy (a large GID table).
-	off := (int(m.buf.hdr.Length) + 7) &^ 7
 	var at [maxAttrs][]byte // the kernel's copy of each buffer
+	buf := m.encode(s.Bytes(), driverID, &pin, &at)
+	err = f.Do(func(raw int) error {
+		return ioctl(raw, abi.RDMA_VERBS_IOCTL, unsafe.Pointer(buf))
+	})
+	m.decode(buf, &at)
+	return m.fail(err)
+}
+
+// encode lays the call out in mem, a Scratch block: the header and the
+// attributes at its start, then every buffer, 8-byte aligned; one that
+// does not fit goes to a copy pinned by pin (a large GID table). at gets
+// the kernel's copy of each buffer. Out buffers are copied in as well:
+// bytes the kernel does not write must read back as the caller's own,
+// not as what an earlier call left in the block.
+func (m *Method) encode(mem []byte, driverID uint32, pin *pinner, at *[maxAttrs][]byte) *ioctlBuf {
+	m.buf.hdr.NumAttrs = uint16(m.n)
+	m.buf.hdr.Length = uint16(abi.OffsetofIoctlHdrAttrs + m.n*int(unsafe.Sizeof(abi.Attr{})))
+	m.buf.hdr.DriverID = driverID
+	off := (int(m.buf.hdr.Length) + 7) &^ 7
 	for i := range m.n {
 		b := m.data[i]
 		if b == nil {
@@ -203,22 +214,22 @@ func (m *Method) Exec(f *FD, driverID uint32) error {
 		}
 		if off+len(b) <= len(mem) {
 			at[i] = mem[off : off+len(b)]
-			*m.buf.attrs[i].Data.Data() = uint64(s.Addr(off))
+			*m.buf.attrs[i].Data.Data() = uint64(PointerTo(at[i]))
 			off = (off + len(b) + 7) &^ 7
 		} else {
 			at[i] = make([]byte, len(b))
 			*m.buf.attrs[i].Data.Data() = uint64(pin.bytes(at[i]))
 		}
-		if !m.out[i] {
-			copy(at[i], b)
-		}
+		copy(at[i], b)
 	}
 	copy(mem[:m.buf.hdr.Length], unsafe.Slice((*byte)(unsafe.Pointer(&m.buf)), m.buf.hdr.Length))
-	err = f.Do(func(raw int) error {
-		return ioctl(raw, abi.RDMA_VERBS_IOCTL, unsafe.Pointer(buf))
-	})
-	// The kernel writes results (new handles, output lengths and flags)
-	// into the attributes, and Out data into the block.
+	return (*ioctlBuf)(unsafe.Pointer(&mem[0]))
+}
+
+// decode takes back what the kernel wrote into buf, the block encode
+// laid out: new handles, output lengths and flags from the attributes,
+// and Out data from at.
+func (m *Method) decode(buf *ioctlBuf, at *[maxAttrs][]byte) {
 	for i := range m.n {
 		k := &buf.attrs[i]
 		if m.out[i] {
@@ -229,7 +240,6 @@ func (m *Method) Exec(f *FD, driverID uint32) error {
 			m.buf.attrs[i].Data = k.Data
 		}
 	}
-	return m.fail(err)
 }
 
 // fail names the call in err. The name is copied: were m.op itself to
