@@ -46,11 +46,35 @@ func (p *rxeProvider) mapRing(what string, mi abi.MMInfo) (*rxeRing, error) {
 	r := &rxeRing{mem: mem, hdr: mmio.At[abi.RXEQueueBuf](mem, 0), data: mem[abi.OffsetofRXEQueueBufData:]}
 	r.mask = r.hdr.IndexMask
 	r.log2 = r.hdr.Log2ElemSize
-	if uint64(r.mask+1)<<r.log2 > uint64(len(r.data)) || r.mask&(r.mask+1) != 0 {
+	// In 64 bits: a mask of 0xffffffff must not wrap to 0 slots, nor a
+	// large element size shift the product out of range.
+	slots := uint64(r.mask) + 1
+	if r.log2 >= 32 || slots<<r.log2 > uint64(len(r.data)) || r.mask&(r.mask+1) != 0 {
 		sys.Munmap(mem)
 		return nil, &sys.Error{Op: "rxe map " + what, Err: fmt.Errorf("queue header (mask %#x, element 2^%d) does not fit %d bytes", r.mask, r.log2, len(r.data))}
 	}
 	return r, nil
+}
+
+// sendSlotSize and recvSlotSize are what a work request may fill of a
+// slot: the WQE up to its scatter/gather list, then the list or the
+// inline data (rxe sizes its queues the same way).
+func sendSlotSize(c QPCap) uint64 {
+	payload := uint64(abi.OffsetofRXESendWQEDMA) + abi.OffsetofRXEDMAInfoSGE
+	return payload + max(uint64(c.MaxSendSGE)*uint64(abi.SizeofRXESGE), uint64(c.MaxInlineData), 8)
+}
+
+func recvSlotSize(maxSGE uint32) uint64 {
+	return uint64(abi.OffsetofRXERecvWQEDMA) + abi.OffsetofRXEDMAInfoSGE + uint64(maxSGE)*uint64(abi.SizeofRXESGE)
+}
+
+// fits checks that each slot of the ring holds need bytes, so posts
+// stay inside their slot.
+func (r *rxeRing) fits(what string, need uint64) error {
+	if uint64(1)<<r.log2 < need {
+		return &sys.Error{Op: "rxe map " + what, Err: fmt.Errorf("%d-byte slots, a work request needs %d", 1<<r.log2, need)}
+	}
+	return nil
 }
 
 func (r *rxeRing) unmap() error {
@@ -215,9 +239,17 @@ func (p *rxeProvider) newQP(qp *QP, out []byte) (qpQueues, error) {
 	if q.sq, err = p.mapRing("send queue", resp.SQMI); err != nil {
 		return nil, err
 	}
+	if err := q.sq.fits("send queue", sendSlotSize(qp.cap)); err != nil {
+		q.sq.unmap()
+		return nil, err
+	}
 	if qp.srq == nil {
 		if q.rq, err = p.mapRing("receive queue", resp.RQMI); err != nil {
 			q.sq.unmap()
+			return nil, err
+		}
+		if err := q.rq.fits("receive queue", recvSlotSize(qp.cap.MaxRecvSGE)); err != nil {
+			q.unmap()
 			return nil, err
 		}
 	}
@@ -435,6 +467,10 @@ func (p *rxeProvider) newSRQ(srq *SRQ, out []byte) (srqQueue, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ring.fits("SRQ", recvSlotSize(srq.maxSGE)); err != nil {
+		ring.unmap()
+		return nil, err
+	}
 	srq.num = resp.SRQNum
 	srq.maxWR = ring.room()
 	return &rxeSRQ{p: p, srq: srq, ring: ring}, nil
@@ -460,6 +496,10 @@ func (q *rxeSRQ) modified(resized bool) error {
 	old := q.ring
 	ring, err := q.p.mapRing("resized SRQ", q.newMap)
 	if err != nil {
+		return err
+	}
+	if err := ring.fits("resized SRQ", recvSlotSize(q.srq.maxSGE)); err != nil {
+		ring.unmap()
 		return err
 	}
 	q.ring = ring
