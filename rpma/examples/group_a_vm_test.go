@@ -1,7 +1,11 @@
 package examples_test
 
 import (
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/purerdma/rdma/testenv"
 )
 
 // TestExample02ReadToVolatile: the client reads the server's greeting
@@ -9,4 +13,124 @@ import (
 func TestExample02ReadToVolatile(t *testing.T) {
 	runExample(t, example{name: "02-read-to-volatile",
 		clientOut: []string{"Read a message: Hello client!\n"}})
+}
+
+// pmemPath is the VM's persistent memory, a device DAX. The examples
+// that take a PMem path keep their servers' data at its start and
+// their clients' at the offset the test gives, as librpma's
+// run-all-examples.sh does; tests run one after another, so no two
+// examples use it at once. Earlier tests leave their data behind, so
+// the tests check what one run leaves for the next, not what the
+// memory held first.
+func pmemPath(t *testing.T) string {
+	t.Helper()
+	testenv.Devices(t, 2)
+	p := os.Getenv("PURERDMA_PMEM")
+	if p == "" {
+		t.Fatal("PURERDMA_PMEM is not set: the VM has no persistent memory")
+	}
+	return p
+}
+
+// value is what follows prefix on the one line of p's standard output
+// that starts with it; ok is false when no line does.
+func value(p *proc, prefix string) (v string, ok bool) {
+	for l := range strings.Lines(p.out.String()) {
+		if rest, found := strings.CutPrefix(l, prefix); found {
+			return strings.TrimSuffix(rest, "\n"), true
+		}
+	}
+	return "", false
+}
+
+// mustValue is value that fails the test without the line.
+func mustValue(t *testing.T, p *proc, prefix string) string {
+	t.Helper()
+	v, ok := value(p, prefix)
+	if !ok {
+		t.Fatalf("%s's output lacks a line %q...:\n%s\nstderr:\n%s", p.name, prefix, p.out.String(), p.err.String())
+	}
+	return v
+}
+
+const (
+	helloEN = "Hello world!"
+	helloES = "¡Hola Mundo!"
+)
+
+// other is the translation of a greeting.
+func other(t *testing.T, hello string) string {
+	t.Helper()
+	switch hello {
+	case helloEN:
+		return helloES
+	case helloES:
+		return helloEN
+	}
+	t.Fatalf("%q is no greeting of the examples", hello)
+	return ""
+}
+
+// helloRun is one run of 03, 04 or 05: the greeting the client sent
+// and the values the server printed.
+type helloRun struct {
+	sent, translation string
+	old               string
+	hasOld            bool
+	got               string
+}
+
+// runHello runs an example whose client sends its greeting, kept in
+// PMem or DRAM, and translates it afterwards, and whose server prints
+// the value it had and the one it got.
+func runHello(t *testing.T, name string, serverArgs, clientArgs []string, serverOut, clientOut []string) helloRun {
+	t.Helper()
+	s, cs := runExample(t, example{name: name, serverArgs: serverArgs, clientArgs: clientArgs,
+		serverOut: serverOut, clientOut: append([]string{"translating...\n"}, clientOut...)})
+	c := cs[0]
+	t.Logf("server %v:\n%sclient %v:\n%s", serverArgs, s.out.String(), clientArgs, c.out.String())
+	var r helloRun
+	r.sent = mustValue(t, c, "Next value: ")
+	r.translation = mustValue(t, c, "Translation: ")
+	if want := other(t, r.sent); r.translation != want {
+		t.Errorf("the client translated %q to %q, want %q", r.sent, r.translation, want)
+	}
+	r.old, r.hasOld = value(s, "Old value: ")
+	r.got = mustValue(t, s, "New value: ")
+	if r.got != r.sent {
+		t.Errorf("the server got %q, the client sent %q", r.got, r.sent)
+	}
+	return r
+}
+
+// testHello runs a hello example on DRAM, then twice on PMem: the
+// second run's client sends what the first one's translated, and the
+// second run's server had what the first one's got, both kept in PMem
+// by processes that have exited.
+func testHello(t *testing.T, name string, clientOffset string, serverOut, clientOut []string) {
+	t.Run("DRAM", func(t *testing.T) {
+		r := runHello(t, name, nil, nil, serverOut, clientOut)
+		if r.sent != helloEN || r.hasOld {
+			t.Errorf("on DRAM: the client sent %q (want %q), the server had %q (%v; want none)", r.sent, helloEN, r.old, r.hasOld)
+		}
+	})
+	t.Run("PMem", func(t *testing.T) {
+		pmem := pmemPath(t)
+		sargs, cargs := []string{pmem}, []string{pmem, clientOffset}
+		first := runHello(t, name, sargs, cargs, serverOut, clientOut)
+		second := runHello(t, name, sargs, cargs, serverOut, clientOut)
+		if second.sent != first.translation {
+			t.Errorf("the second client sent %q, the first translated to %q", second.sent, first.translation)
+		}
+		if !second.hasOld || second.old != first.got {
+			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
+		}
+	})
+}
+
+// TestExample03ReadToPersistent: the server reads the client's greeting
+// into its memory; on PMem, the greetings of both sides outlive their
+// processes.
+func TestExample03ReadToPersistent(t *testing.T) {
+	testHello(t, "03-read-to-persistent", "8192", nil, nil)
 }

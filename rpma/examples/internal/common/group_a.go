@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/purerdma/rdma/rpma"
 	"github.com/purerdma/rdma/uverbs"
@@ -209,4 +210,18 @@ func WaitForWC(ctx context.Context, cq *rpma.CQ, wc *uverbs.WorkCompletion) erro
 			return err
 		}
 	}
+}
+
+// AdviseFsDAX prefetches a region of PMem on a file system DAX for
+// writing, as the examples do after registering it (rpma_mr_advise
+// with IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE and IBV_ADVISE_MR_FLAG_FLUSH)
+// when the path is not a device DAX. Advice is for regions registered
+// with on-demand paging, which FsDAX memory needs; a region registered
+// without it (a device that mapped the file's pages directly) takes no
+// advice, so none is given: C would call the device, which refuses it.
+func AdviseFsDAX(m *Mem, path string, mr *rpma.MR) error {
+	if !m.IsPMem || strings.Contains(path, "/dev/dax") || mr.Verbs().Access()&uverbs.AccessOnDemand == 0 {
+		return nil
+	}
+	return mr.Advise(0, mr.Size(), uverbs.AdvisePrefetchWrite, uverbs.AdviseFlush)
 }
