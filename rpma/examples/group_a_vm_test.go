@@ -134,3 +134,9 @@ func testHello(t *testing.T, name string, clientOffset string, serverOut, client
 func TestExample03ReadToPersistent(t *testing.T) {
 	testHello(t, "03-read-to-persistent", "8192", nil, nil)
 }
+
+// TestExample04WriteToPersistent: the client writes its greeting to the
+// server's memory.
+func TestExample04WriteToPersistent(t *testing.T) {
+	testHello(t, "04-write-to-persistent", "16384", nil, nil)
+}
