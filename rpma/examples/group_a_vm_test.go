@@ -140,3 +140,33 @@ func TestExample03ReadToPersistent(t *testing.T) {
 func TestExample04WriteToPersistent(t *testing.T) {
 	testHello(t, "04-write-to-persistent", "16384", nil, nil)
 }
+
+const (
+	flushPersistent = "RPMA_FLUSH_TYPE_PERSISTENT is supported\n"
+	flushVisibility = "RPMA_FLUSH_TYPE_PERSISTENT is NOT supported, RPMA_FLUSH_TYPE_VISIBILITY is used instead\n"
+)
+
+// TestExample05FlushToPersistent: the client writes its greeting to the
+// server's memory and flushes it, to persistence only when the server
+// says its PMem takes writes directly ("on").
+func TestExample05FlushToPersistent(t *testing.T) {
+	const name = "05-flush-to-persistent"
+	t.Run("DRAM", func(t *testing.T) {
+		r := runHello(t, name, nil, nil, nil, []string{flushVisibility})
+		if r.sent != helloEN || r.hasOld {
+			t.Errorf("on DRAM: the client sent %q (want %q), the server had %q (%v; want none)", r.sent, helloEN, r.old, r.hasOld)
+		}
+	})
+	t.Run("PMem", func(t *testing.T) {
+		pmem := pmemPath(t)
+		cargs := []string{pmem, "24576"}
+		first := runHello(t, name, []string{pmem, "on"}, cargs, nil, []string{flushPersistent})
+		second := runHello(t, name, []string{pmem}, cargs, nil, []string{flushVisibility})
+		if second.sent != first.translation {
+			t.Errorf("the second client sent %q, the first translated to %q", second.sent, first.translation)
+		}
+		if !second.hasOld || second.old != first.got {
+			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
+		}
+	})
+}
