@@ -2,6 +2,7 @@ package examples_test
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -167,6 +168,54 @@ func TestExample05FlushToPersistent(t *testing.T) {
 		}
 		if !second.hasOld || second.old != first.got {
 			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
+		}
+	})
+}
+
+// atomicWriteRun runs 07-atomic-write, appending words, and returns
+// where the client found the log's end and what the server printed.
+func atomicWriteRun(t *testing.T, serverArgs []string, words ...string) (used uint64, log string) {
+	t.Helper()
+	s, cs := runExample(t, example{name: "07-atomic-write", serverArgs: serverArgs, clientArgs: words})
+	t.Logf("server %v:\n%sclient %v:\n%s", serverArgs, s.out.String(), words, cs[0].out.String())
+	v := mustValue(t, cs[0], "used value: ")
+	used, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("used value %q: %v", v, err)
+	}
+	log = s.out.String()
+	entries := strings.Join(words, "\n") + "\n"
+	if !strings.HasSuffix(log, entries) {
+		t.Errorf("the server's log %q does not end with the entries %q", log, entries)
+	}
+	// The log's data starts after the 8-byte signature and the 8-byte
+	// end; the server prints it to the end, the client's words
+	// included.
+	if want := int(used) - 16 + len(entries); len(log) != want {
+		t.Errorf("the server printed %d bytes of log, want %d (the client found the end at %d)", len(log), want, used)
+	}
+	return used, log
+}
+
+// TestExample07AtomicWrite: the client appends words to the server's
+// log, moving its end with atomic writes; on PMem the log outlives the
+// server.
+func TestExample07AtomicWrite(t *testing.T) {
+	t.Run("DRAM", func(t *testing.T) {
+		used, log := atomicWriteRun(t, nil, "1st_word", "2nd_word", "3rd_word")
+		if used != 16 || log != "1st_word\n2nd_word\n3rd_word\n" {
+			t.Errorf("on DRAM: the log ended at %d (want 16), the server printed %q", used, log)
+		}
+	})
+	t.Run("PMem", func(t *testing.T) {
+		pmem := pmemPath(t)
+		used1, log1 := atomicWriteRun(t, []string{pmem}, "1st_word", "2nd_word", "3rd_word")
+		used2, log2 := atomicWriteRun(t, []string{pmem}, "4th_word")
+		if want := used1 + uint64(len("1st_word 2nd_word 3rd_word ")); used2 != want {
+			t.Errorf("the second client found the end at %d, want %d", used2, want)
+		}
+		if want := log1 + "4th_word\n"; log2 != want {
+			t.Errorf("the second server printed %q, want %q", log2, want)
 		}
 	})
 }
