@@ -1,10 +1,14 @@
 package examples_test
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purerdma/rdma/testenv"
 )
@@ -218,4 +222,61 @@ func TestExample07AtomicWrite(t *testing.T) {
 			t.Errorf("the second server printed %q, want %q", log2, want)
 		}
 	})
+}
+
+// The names the clients of 06 pick by their seeds, as C's rand picks
+// them (glibc's srand and rand).
+var nameSeeds = []struct{ seed, name string }{{"8", "Chet"}, {"9", "Piotr"}, {"11", "Piotr"}, {"12", "Lukasz"}}
+
+// testMultipleConnections runs a 06 server with the clients of
+// run-all-examples.sh one after another, then the same clients all at
+// once, and checks that it read every client's name and ended by
+// itself when nothing happened for 15 s.
+func testMultipleConnections(t *testing.T, name string) {
+	testenv.Devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	port := fmt.Sprint(nextPort.Add(1))
+	server := start(t, ctx, "server", binary(t, name, "server"), serverAddr, port)
+	server.waitFor(t, listening, 30*time.Second)
+	client := func(i int, seed string) *proc {
+		return start(t, ctx, fmt.Sprintf("client %d (seed %s)", i, seed), binary(t, name, "client"), serverAddr, port, seed)
+	}
+	want := map[string]int{}
+	for i, s := range nameSeeds {
+		c := client(i, s.seed)
+		c.wait(t, 0)
+		c.expect(t, "My names is: "+s.name+"\n")
+		want[s.name]++
+	}
+	var cs []*proc
+	for i, s := range nameSeeds {
+		cs = append(cs, client(len(nameSeeds)+i, s.seed))
+		want[s.name]++
+	}
+	for i, c := range cs {
+		c.wait(t, 0)
+		c.expect(t, "My names is: "+nameSeeds[i].name+"\n")
+	}
+	server.wait(t, 0)
+	t.Logf("server:\n%s", server.out.String())
+	server.expect(t, "Today I have got in touch with:\n")
+	got := map[string]int{}
+	for l := range strings.Lines(server.out.String()) {
+		if n, ok := strings.CutPrefix(l, "- "); ok {
+			got[strings.TrimSuffix(n, "\n")]++
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the server got in touch with %v, want %v", got, want)
+	}
+	if !strings.Contains(server.err.String(), "Server timed out.\n") {
+		t.Errorf("the server did not say it timed out:\n%s", server.err.String())
+	}
+}
+
+// TestExample06MultipleConnections: one server, many clients, each
+// connection waited on by its own CQ's channel.
+func TestExample06MultipleConnections(t *testing.T) {
+	testMultipleConnections(t, "06-multiple-connections")
 }
