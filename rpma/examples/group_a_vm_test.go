@@ -280,3 +280,9 @@ func testMultipleConnections(t *testing.T, name string) {
 func TestExample06MultipleConnections(t *testing.T) {
 	testMultipleConnections(t, "06-multiple-connections")
 }
+
+// TestExample06scchMultipleConnections: 06 with each connection's CQs on
+// one shared completion channel.
+func TestExample06scchMultipleConnections(t *testing.T) {
+	testMultipleConnections(t, "06scch-multiple-connections")
+}
