@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -285,4 +286,51 @@ func TestExample06MultipleConnections(t *testing.T) {
 // one shared completion channel.
 func TestExample06scchMultipleConnections(t *testing.T) {
 	testMultipleConnections(t, "06scch-multiple-connections")
+}
+
+// TestExampleLog: the log example, which takes no arguments, lives in
+// the folder beside the examples' (make examples puts it there, out of
+// TestExampleUsage's way). It needs no device. Its worker makes rpma
+// log an INFO and a DEBUG message twice: with the default logger (the
+// auxiliary threshold's lines on stderr, and slog's default handler,
+// which drops DEBUG), then with a logger of its own only.
+func TestExampleLog(t *testing.T) {
+	dir := os.Getenv("PURERDMA_EXAMPLES_BIN")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "bin", "examples")
+	}
+	path, err := filepath.Abs(filepath.Clean(dir) + "-noargs/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s: %v (run `make examples`)", path, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	p := start(t, ctx, "log", path)
+	p.wait(t, 0)
+	t.Logf("stdout:\n%s\nstderr:\n%s", p.out.String(), p.err.String())
+	p.expect(t, "Let's write messages to stderr and the default slog logger\n",
+		"Let's use custom log function to write messages to stderr\nNo message should be written to the default slog logger\n")
+	stderr := p.err.String()
+	const (
+		infoMsg  = "Direct Write To PMem is supported"
+		debugMsg = "new RemoteMR {addr=0x7f0000001000, size=720401, rkey=0x102, usage=READ_SRC|WRITE_DST}"
+	)
+	for _, c := range []struct {
+		what string
+		n    int
+	}{
+		{" INFO: ", 1}, {"rpma.PeerCfgFromDescriptor: " + infoMsg + "\n", 1}, // the auxiliary threshold's lines
+		{" DEBUG: ", 1}, {"rpma.RemoteMRFromDescriptor: " + debugMsg + "\n", 1},
+		{" INFO " + infoMsg + " rpma_level=INFO func=", 1}, {"rpma_level=", 1}, // slog's default handler
+		{"Custom log handling: \n", 2}, // the program's own logger
+		{"level: 4 " + infoMsg + "\n", 1},
+		{"level: 5 " + debugMsg + "\n", 1},
+	} {
+		if n := strings.Count(stderr, c.what); n != c.n {
+			t.Errorf("stderr has %q %d times, want %d", c.what, n, c.n)
+		}
+	}
 }
