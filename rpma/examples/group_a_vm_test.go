@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -331,6 +332,48 @@ func TestExampleLog(t *testing.T) {
 	} {
 		if n := strings.Count(stderr, c.what); n != c.n {
 			t.Errorf("stderr has %q %d times, want %d", c.what, n, c.n)
+		}
+	}
+}
+
+// TestExampleFailureStatus: a failing example exits with its C
+// original's status: -1 (255) for its own failures, -2 (254) for any
+// failure of 07's sides, a librpma error code's low byte where C
+// returns the code (RPMA_E_PROVIDER, -100002: 94).
+func TestExampleFailureStatus(t *testing.T) {
+	testenv.Devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	port := fmt.Sprint(nextPort.Add(1)) // nothing listens there
+	const missing = "/nonexistent/pmem"
+	for _, c := range []struct {
+		name, side string
+		args       []string // after <addr> <port>
+		addr       string   // serverAddr if empty
+		status     int
+		stderr     string
+	}{
+		// Rejected: no server.
+		{name: "02-read-to-volatile", side: "client", status: 255, stderr: "unexpected event: Connection rejected"},
+		{name: "07-atomic-write", side: "client", args: []string{"word"}, status: 254, stderr: "unexpected event: Connection rejected"},
+		// No route to the address: rpma_utils_get_ibv_context fails.
+		{name: "02-read-to-volatile", side: "client", addr: "198.18.0.99", status: 94},
+		// No PMem at the path.
+		{name: "03-read-to-persistent", side: "server", args: []string{missing}, status: 255, stderr: missing},
+		{name: "04-write-to-persistent", side: "server", args: []string{missing}, status: 255, stderr: missing},
+		{name: "05-flush-to-persistent", side: "client", args: []string{missing}, status: 255, stderr: missing},
+		{name: "07-atomic-write", side: "server", args: []string{missing}, status: 254, stderr: missing},
+		// Numbers too large for strtoul.
+		{name: "03-read-to-persistent", side: "client", args: []string{missing, "18446744073709551616"}, status: 255,
+			stderr: "strtoul(18446744073709551616) overflowed"},
+		{name: "06-multiple-connections", side: "client", args: []string{"18446744073709551616"}, status: 255,
+			stderr: "strtoul(seed) overflowed"},
+	} {
+		addr := cmp.Or(c.addr, serverAddr)
+		p := start(t, ctx, c.name+"-"+c.side, binary(t, c.name, c.side), append([]string{addr, port}, c.args...)...)
+		p.wait(t, c.status)
+		if !strings.Contains(p.err.String(), c.stderr) {
+			t.Errorf("%s %v: stderr lacks %q:\n%s", p.name, c.args, c.stderr, p.err.String())
 		}
 	}
 }
