@@ -69,9 +69,10 @@ const (
 	// all (RPMA_LOG_THRESHOLD). Default: LogWarning.
 	LogThresholdPrimary LogThreshold = 0
 	// LogThresholdAux is the second threshold (RPMA_LOG_THRESHOLD_AUX):
-	// with the default logger, messages at or below it are also
-	// written to standard error, as C's default log function does.
-	// Default: LogDisabled.
+	// with the default logger, messages at or below it are written to
+	// standard error in C's format (time, level, file:line, function)
+	// instead of going to slog.Default, and the others that pass the
+	// primary threshold go to slog.Default. Default: LogDisabled.
 	LogThresholdAux LogThreshold = 1
 )
 
@@ -134,9 +135,13 @@ func logf(level LogLevel, format string, args ...any) {
 	l := logState.logger.Load()
 	if l == nil {
 		if level <= LogLevel(thresholds[LogThresholdAux].Load()) {
+			// Written here instead of through slog.Default, whose
+			// default handler writes to standard error too: the
+			// message appears once.
 			logState.mu.Lock()
 			fmt.Fprintf(logState.stderr, "%s %s: %s:%d %s: %s\n", time.Now().Format(time.RFC3339Nano), level, fr.File, fr.Line, fr.Function, msg)
 			logState.mu.Unlock()
+			return
 		}
 		l = slog.Default()
 	}
