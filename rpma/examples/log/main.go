@@ -29,12 +29,13 @@ import (
 )
 
 func main() {
-	// Messages to standard error and to the default slog logger.
-	fmt.Printf("Let's write messages to stderr and the default slog logger\n")
+	// With the default logger, messages at or below the auxiliary
+	// threshold go to standard error in C's format (the others that pass
+	// the primary threshold go to slog.Default).
+	fmt.Printf("Let's write messages to stderr\n")
 	rpma.SetLogThreshold(rpma.LogThresholdPrimary, rpma.LogDebug)
 	rpma.SetLogThreshold(rpma.LogThresholdAux, rpma.LogDebug)
 	logWorkerIsDoingSomething()
-	fmt.Printf("Use:\n$ %s 2>&1 | grep rpma_level=\nto see the messages of the default slog logger.\n", os.Args[0])
 
 	// Messages only to the program's own logger.
 	rpma.SetLogger(slog.New(userLogHandler{}))
