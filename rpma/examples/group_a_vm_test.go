@@ -326,7 +326,7 @@ func TestExampleLog(t *testing.T) {
 	}{
 		{" INFO: ", 1}, {"rpma.PeerCfgFromDescriptor: " + infoMsg + "\n", 1}, // the auxiliary threshold's lines
 		{" DEBUG: ", 1}, {"rpma.RemoteMRFromDescriptor: " + debugMsg + "\n", 1},
-		{"rpma_level=", 0}, // once each: not again through slog's default handler
+		{"rpma_level=", 0},             // once each: not again through slog's default handler
 		{"Custom log handling: \n", 2}, // the program's own logger
 		{"level: 4 " + infoMsg + "\n", 1},
 		{"level: 5 " + debugMsg + "\n", 1},
