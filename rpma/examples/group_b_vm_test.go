@@ -1,0 +1,16 @@
+package examples_test
+
+import (
+	"testing"
+)
+
+// The ping-pong examples as librpma's run-all-examples.sh runs them:
+// seed 7, 3 rounds.
+
+func TestExample08MessagesPingPong(t *testing.T) {
+	// C's client loops while (--rounds): 3 rounds are 2 exchanges.
+	runExample(t, example{name: "08-messages-ping-pong",
+		clientArgs: []string{"7", "3"},
+		serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 8\n", "Value sent: 9\n"},
+		clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 8\n", "Value received: 9\n"}})
+}
