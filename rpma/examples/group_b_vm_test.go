@@ -1,8 +1,40 @@
 package examples_test
 
 import (
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/purerdma/rdma/testenv"
 )
+
+// pmemPath is the VM's persistent memory, PURERDMA_PMEM; its absence
+// where devices are required fails the test (on the host the device
+// check skips first).
+func pmemPath(t *testing.T) string {
+	t.Helper()
+	testenv.Devices(t, 2)
+	p := os.Getenv("PURERDMA_PMEM")
+	if p == "" {
+		t.Fatal("PURERDMA_PMEM is not set: no persistent memory to run the example on")
+	}
+	return p
+}
+
+// valueOf is what follows prefix on the line of out that starts with
+// it; a missing line fails the test.
+func valueOf(t *testing.T, p *proc, prefix string) string {
+	t.Helper()
+	for _, l := range strings.Split(p.out.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s printed no line starting with %q:\n%s\nstderr:\n%s", p.name, prefix, p.out.String(), p.err.String())
+	return ""
+}
+
+var translation = map[string]string{"Hello world!": "¡Hola Mundo!", "¡Hola Mundo!": "Hello world!"}
 
 // The ping-pong examples as librpma's run-all-examples.sh runs them:
 // seed 7, 3 rounds.
@@ -32,4 +64,57 @@ func TestExample08srqSimpleMessagesPingPongWithSRQ(t *testing.T) {
 				clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 9\n", "Value received: 10\n"}})
 		})
 	}
+}
+
+// TestExample09FlushToPersistentGPSPM: run09 for both variants.
+func TestExample09FlushToPersistentGPSPM(t *testing.T) {
+	run09(t, "09-flush-to-persistent-GPSPM")
+}
+
+// run09 runs a GPSPM example with DRAM on both sides, then twice with
+// the VM's persistent memory on both sides (the client's data 4 KiB
+// into the device, clear of the server's), where the second run finds
+// what the first persisted: the server's old value is what the client
+// wrote, the client's next value its translation.
+func run09(t *testing.T, name string) {
+	t.Run("DRAM", func(t *testing.T) {
+		s, c := runExample(t, example{name: name,
+			serverOut: []string{"Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}\n", "New value: Hello world!\n"},
+			clientOut: []string{"Next value: Hello world!\n", "translating...\n", "Translation: ¡Hola Mundo!\n"}})
+		for _, p := range []*proc{s, c[0]} {
+			if !strings.Contains(p.err.String(), "No <pmem-path> provided. Using DRAM instead.") {
+				t.Errorf("%s does not say it uses DRAM:\n%s", p.name, p.err.String())
+			}
+		}
+		if strings.Contains(s.out.String(), "Old value") {
+			t.Errorf("the server's DRAM had an old value:\n%s", s.out.String())
+		}
+	})
+	t.Run("PMem", func(t *testing.T) {
+		pmem := pmemPath(t)
+		var written, next string // by run 1
+		for run := range 2 {
+			s, c := runExample(t, example{name: name,
+				serverArgs: []string{pmem},
+				clientArgs: []string{pmem, "4096"},
+				serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
+				clientOut:  []string{"translating...\n"}})
+			got := valueOf(t, c[0], "Next value: ")
+			if run == 1 && got != next {
+				t.Errorf("run 2: the client's next value is %q, want the translation persisted by run 1, %q", got, next)
+			}
+			if v := valueOf(t, s, "New value: "); v != got {
+				t.Errorf("run %d: the server's new value is %q, the client wrote %q", run+1, v, got)
+			}
+			if run == 1 {
+				if v := valueOf(t, s, "Old value: "); v != written {
+					t.Errorf("run 2: the server's old value is %q, want run 1's %q", v, written)
+				}
+			}
+			written, next = got, valueOf(t, c[0], "Translation: ")
+			if want, ok := translation[got]; !ok || next != want {
+				t.Errorf("run %d: %q translated to %q", run+1, got, next)
+			}
+		}
+	})
 }
