@@ -118,3 +118,9 @@ func run09(t *testing.T, name string) {
 		}
 	})
 }
+
+// TestExample09scchFlushToPersistentGPSPM: 09 with a shared completion
+// channel.
+func TestExample09scchFlushToPersistentGPSPM(t *testing.T) {
+	run09(t, "09scch-flush-to-persistent-GPSPM")
+}
