@@ -124,3 +124,21 @@ func run09(t *testing.T, name string) {
 func TestExample09scchFlushToPersistentGPSPM(t *testing.T) {
 	run09(t, "09scch-flush-to-persistent-GPSPM")
 }
+
+// TestExample10SendWithImm: a word with immediate data, as
+// run-all-examples.sh sends it, and an empty message with immediate
+// data.
+func TestExample10SendWithImm(t *testing.T) {
+	t.Run("word", func(t *testing.T) {
+		runExample(t, example{name: "10-send-with-imm",
+			clientArgs: []string{"1234", "1st_word"},
+			serverOut:  []string{"Received value '1st_word' with immediate data '1234'\n"},
+			clientOut:  []string{"Sending value '1st_word' with immediate data '1234'\n"}})
+	})
+	t.Run("empty", func(t *testing.T) {
+		runExample(t, example{name: "10-send-with-imm",
+			clientArgs: []string{"4294967295"},
+			serverOut:  []string{"Received value '' with immediate data '4294967295'\n"},
+			clientOut:  []string{"Sending immediate data '4294967295'\n"}})
+	})
+}
