@@ -142,3 +142,11 @@ func TestExample10SendWithImm(t *testing.T) {
 			clientOut:  []string{"Sending immediate data '4294967295'\n"}})
 	})
 }
+
+// TestExample11WriteWithImm: as run-all-examples.sh runs it.
+func TestExample11WriteWithImm(t *testing.T) {
+	runExample(t, example{name: "11-write-with-imm",
+		clientArgs: []string{"1234"},
+		serverOut:  []string{"The value '1234' was written together with immediate data '1234'\n"},
+		clientOut:  []string{"Writing value '1234' with immediate data '1234'\n"}})
+}
