@@ -150,3 +150,16 @@ func TestExample11WriteWithImm(t *testing.T) {
 		serverOut:  []string{"The value '1234' was written together with immediate data '1234'\n"},
 		clientOut:  []string{"Writing value '1234' with immediate data '1234'\n"}})
 }
+
+// TestExample12ReceiveCompletionQueue: start value 7, 3 rounds (2
+// exchanges, as 08).
+func TestExample12ReceiveCompletionQueue(t *testing.T) {
+	run12(t, "12-receive-completion-queue")
+}
+
+func run12(t *testing.T, name string) {
+	runExample(t, example{name: name,
+		clientArgs: []string{"7", "3"},
+		serverOut:  []string{"SERVER: Value received: 7\n", "SERVER: Value sent: 8\n", "SERVER: Value received: 8\n", "SERVER: Value sent: 9\n"},
+		clientOut:  []string{"CLIENT: Value sent: 7\n", "CLIENT: Value received: 8\n", "CLIENT: Value sent: 8\n", "CLIENT: Value received: 9\n"}})
+}
