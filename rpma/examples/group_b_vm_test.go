@@ -163,3 +163,9 @@ func run12(t *testing.T, name string) {
 		serverOut:  []string{"SERVER: Value received: 7\n", "SERVER: Value sent: 8\n", "SERVER: Value received: 8\n", "SERVER: Value sent: 9\n"},
 		clientOut:  []string{"CLIENT: Value sent: 7\n", "CLIENT: Value received: 8\n", "CLIENT: Value sent: 8\n", "CLIENT: Value received: 9\n"}})
 }
+
+// TestExample12scchReceiveCompletionQueue: 12 with a shared completion
+// channel.
+func TestExample12scchReceiveCompletionQueue(t *testing.T) {
+	run12(t, "12scch-receive-completion-queue")
+}
