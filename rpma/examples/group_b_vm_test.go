@@ -1,9 +1,13 @@
 package examples_test
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/purerdma/rdma/testenv"
 )
@@ -168,4 +172,52 @@ func run12(t *testing.T, name string) {
 // channel.
 func TestExample12scchReceiveCompletionQueue(t *testing.T) {
 	run12(t, "12scch-receive-completion-queue")
+}
+
+// TestExample13MessagesPingPongWithSRQ: three clients at once, as
+// run-all-examples.sh runs them (seeds 1, 5 and 10, 3 rounds each,
+// the server listening until 3 s pass without a request). Each client
+// gets its own counter back, and the server answers each client's
+// messages on that client's connection.
+func TestExample13MessagesPingPongWithSRQ(t *testing.T) {
+	const name = "13-messages-ping-pong-with-srq"
+	testenv.Devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	port := fmt.Sprint(nextPort.Add(1))
+	server := start(t, ctx, "server", binary(t, name, "server"), serverAddr, port, "3")
+	server.waitFor(t, listening, 30*time.Second)
+	seeds := []int{1, 5, 10}
+	var clients []*proc
+	for i, seed := range seeds {
+		clients = append(clients, start(t, ctx, fmt.Sprintf("client %d", i), binary(t, name, "client"), serverAddr, port, fmt.Sprint(seed), "3"))
+	}
+	for i, c := range clients {
+		c.wait(t, 0)
+		pid, seed := c.cmd.Process.Pid, seeds[i]
+		for k := range 3 {
+			c.expect(t, fmt.Sprintf("[client #%d] value sent: %d\n", pid, seed+k), fmt.Sprintf("[client #%d] value received: %d\n", pid, seed+k+1))
+		}
+	}
+	server.wait(t, 0)
+	server.expect(t, "The client #3 has been connected.\n", "Server ended listening.\n")
+
+	// value -> the QP it came in on, and went back on.
+	qp := map[string]string{}
+	for _, m := range regexp.MustCompile(`\[server\] value (received|sent): (\d+) from the connection \[qp#(\d+)\]\n`).FindAllStringSubmatch(server.out.String(), -1) {
+		qp[m[1]+" "+m[2]] = m[3]
+	}
+	used := map[string]bool{}
+	for _, seed := range seeds {
+		q := qp[fmt.Sprint("received ", seed)]
+		for k := range 3 {
+			if r, s := qp[fmt.Sprint("received ", seed+k)], qp[fmt.Sprint("sent ", seed+k+1)]; r == "" || r != q || s != q {
+				t.Errorf("seed %d, round %d: received on QP %q, sent on %q; want both on %q:\n%s", seed, k, r, s, q, server.out.String())
+			}
+		}
+		if used[q] {
+			t.Errorf("two clients on QP %s:\n%s", q, server.out.String())
+		}
+		used[q] = true
+	}
 }
