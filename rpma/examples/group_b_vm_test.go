@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,72 @@ func TestExample13MessagesPingPongWithSRQ(t *testing.T) {
 			t.Errorf("two clients on QP %s:\n%s", q, server.out.String())
 		}
 		used[q] = true
+	}
+}
+
+// TestExampleGroupBFailures: the examples' exit statuses and messages
+// when their arguments or their peers are wrong, as C's: -1 (255) for
+// their own failures, and for a librpma failure either -1 (the
+// examples that return ret ? -1 : 0) or the librpma code truncated to
+// a byte (those that return ret: RPMA_E_PROVIDER, -100002, exits 94).
+func TestExampleGroupBFailures(t *testing.T) {
+	const noServer = "198.18.0.1" // the VM's address, with nothing listening
+	for _, tc := range []struct {
+		name    string
+		example string
+		side    string
+		args    []string
+		device  bool // needs the VM's devices
+		status  int
+		stderr  string
+	}{
+		{"08srq server, bad receive CQ", "08srq-simple-messages-ping-pong-with-srq", "server", []string{noServer, "7999", "x"}, false, 255,
+			"The third parameter should be one of m or r (x given)"},
+		{"13 server, zero timeout", "13-messages-ping-pong-with-srq", "server", []string{noServer, "7999", "0"}, false, 255,
+			"<timeout> should be a positive number of seconds (0 given)"},
+		{"13 server, bad timeout", "13-messages-ping-pong-with-srq", "server", []string{noServer, "7999", "five"}, false, 255,
+			"<timeout> should be a positive number of seconds (five given)"},
+		{"10 client, immediate data too big", "10-send-with-imm", "client", []string{noServer, "7999", "4294967296"}, false, 255,
+			"The provided immediate data is too big (4294967296 > 4294967295)"},
+		{"11 client, immediate data overflows", "11-write-with-imm", "client", []string{noServer, "7999", "18446744073709551616"}, false, 255,
+			"strtoul() overflow"},
+		{"08 client, seed overflows", "08-messages-ping-pong", "client", []string{noServer, "7999", "18446744073709551616", "3"}, false, 255,
+			"strtoul(18446744073709551616) overflowed"},
+		{"12 client, rounds overflow", "12-receive-completion-queue", "client", []string{noServer, "7999", "1", "99999999999999999999"}, false, 255,
+			"strtoul(99999999999999999999) overflowed"},
+		{"08 client, no server", "08-messages-ping-pong", "client", []string{noServer, "7999", "7", "3"}, true, 255,
+			"unexpected event: Connection rejected"},
+		{"13 client, no server", "13-messages-ping-pong-with-srq", "client", []string{noServer, "7999", "7", "3"}, true, 255,
+			"unexpected event: Connection rejected"},
+		{"11 client, no server", "11-write-with-imm", "client", []string{noServer, "7999", "1"}, true, 255,
+			"unexpected event: Connection rejected"},
+		{"10 server, foreign address", "10-send-with-imm", "server", []string{"192.0.2.1", "7999"}, true, 94, "provider error occurred"},
+		{"09 server, missing PMem", "09-flush-to-persistent-GPSPM", "server", []string{noServer, "7999", "/nonexistent/pmem"}, false, 255,
+			"/nonexistent/pmem"},
+		{"09scch client, PMem too small", "09scch-flush-to-persistent-GPSPM", "client", []string{noServer, "7999", "$EMPTY"}, false, 255,
+			"has too small size (0 < 1045)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.device {
+				testenv.Devices(t, 2)
+			}
+			args := slices.Clone(tc.args)
+			if i := slices.Index(args, "$EMPTY"); i >= 0 {
+				// An empty file: no room for the signature and the data.
+				f, err := os.CreateTemp(t.TempDir(), "pmem")
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+				args[i] = f.Name()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := start(t, ctx, tc.side, binary(t, tc.example, tc.side), args...)
+			p.wait(t, tc.status)
+			if !strings.Contains(p.err.String(), tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, p.err.String())
+			}
+		})
 	}
 }
