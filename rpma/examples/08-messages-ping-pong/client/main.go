@@ -18,6 +18,7 @@ import (
 
 	"github.com/purerdma/rdma/rpma"
 	"github.com/purerdma/rdma/rpma/examples/internal/common"
+	"github.com/purerdma/rdma/uverbs"
 )
 
 func main() {
@@ -69,9 +70,11 @@ func run(addr, port string, cntr, rounds uint64, sleep time.Duration) (err error
 		return err
 	}
 	err = pingPong(ctx, conn, recv.Buf, send.Buf, recvMR, sendMR, cntr, rounds, sleep)
-	// Say goodbye, whatever happened.
-	common.PutUint64(send.Buf, common.IMDone)
-	err = errors.Join(err, conn.Send(sendMR, 0, common.MsgSize, rpma.CompletionOnError, 0))
+	// Say goodbye, whatever happened, and wait until the server has it
+	// (C does not wait: see common.SendDone).
+	err = errors.Join(err, common.SendDone(conn, send.Buf, sendMR, func(wc *uverbs.WorkCompletion) error {
+		return common.WaitForCompletion(ctx, conn.CQ(), uverbs.WCSend, wc)
+	}))
 	return errors.Join(err, common.DisconnectAndWaitForConnClose(ctx, conn))
 }
 

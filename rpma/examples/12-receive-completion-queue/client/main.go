@@ -72,9 +72,11 @@ func run(addr, port string, counter, rounds uint64, sleep time.Duration) (err er
 		return err
 	}
 	err = pingPong(ctx, conn, recv.Buf, send.Buf, recvMR, sendMR, counter, rounds, sleep)
-	// Say goodbye, whatever happened.
-	common.PutUint64(send.Buf, common.IMDone)
-	err = errors.Join(err, conn.Send(sendMR, 0, common.MsgSize, rpma.CompletionOnError, 0))
+	// Say goodbye, whatever happened, and wait until the server has it
+	// (C does not wait: see common.SendDone).
+	err = errors.Join(err, common.SendDone(conn, send.Buf, sendMR, func(wc *uverbs.WorkCompletion) error {
+		return common.WaitForCompletion(ctx, conn.CQ(), uverbs.WCSend, wc)
+	}))
 	return errors.Join(err, common.DisconnectAndWaitForConnClose(ctx, conn))
 }
 

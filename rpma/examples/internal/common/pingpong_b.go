@@ -79,3 +79,22 @@ func (c *Completions) WaitAndProcess(ctx context.Context, cq *rpma.CQ, recv uint
 	}
 	return nil
 }
+
+// SendDone sends IMDone from send (registered as sendMR) and waits for
+// the send to complete with wait, so the caller may disconnect at once.
+//
+// C's clients post the goodbye unsignaled and disconnect right away.
+// Where rxe sends a user QP's work requests from a workqueue (6.12;
+// 6.1 sends them in the doorbell's system call), the disconnect moves
+// the QP to the error state before the message left, the message is
+// flushed, and the server waits for it forever. A send that completed
+// was acknowledged by the server, so waiting closes that race; the
+// bytes on the wire are the same.
+func SendDone(conn *rpma.Conn, send []byte, sendMR *rpma.MR, wait func(*uverbs.WorkCompletion) error) error {
+	PutUint64(send, IMDone)
+	if err := conn.Send(sendMR, 0, MsgSize, rpma.CompletionAlways, 0); err != nil {
+		return err
+	}
+	var wc uverbs.WorkCompletion
+	return wait(&wc)
+}
