@@ -46,10 +46,19 @@ var translation = map[string]string{"Hello world!": "¡Hola Mundo!", "¡Hola Mun
 
 func TestExample08MessagesPingPong(t *testing.T) {
 	// C's client loops while (--rounds): 3 rounds are 2 exchanges.
-	runExample(t, example{name: "08-messages-ping-pong",
+	s, _ := runExample(t, example{name: "08-messages-ping-pong",
 		clientArgs: []string{"7", "3"},
 		serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 8\n", "Value sent: 9\n"},
 		clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 8\n", "Value received: 9\n"}})
+	noLine(t, s, "Value received: 9\n")
+}
+
+// noLine fails the test if p printed line.
+func noLine(t *testing.T, p *proc, line string) {
+	t.Helper()
+	if strings.Contains(p.out.String(), line) {
+		t.Errorf("%s printed %q:\n%s", p.name, line, p.out.String())
+	}
 }
 
 // TestExample08srqSimpleMessagesPingPongWithSRQ: receives from the
@@ -163,10 +172,11 @@ func TestExample12ReceiveCompletionQueue(t *testing.T) {
 }
 
 func run12(t *testing.T, name string) {
-	runExample(t, example{name: name,
+	s, _ := runExample(t, example{name: name,
 		clientArgs: []string{"7", "3"},
 		serverOut:  []string{"SERVER: Value received: 7\n", "SERVER: Value sent: 8\n", "SERVER: Value received: 8\n", "SERVER: Value sent: 9\n"},
 		clientOut:  []string{"CLIENT: Value sent: 7\n", "CLIENT: Value received: 8\n", "CLIENT: Value sent: 8\n", "CLIENT: Value received: 9\n"}})
+	noLine(t, s, "SERVER: Value received: 9\n")
 }
 
 // TestExample12scchReceiveCompletionQueue: 12 with a shared completion
