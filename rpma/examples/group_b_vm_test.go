@@ -1,0 +1,301 @@
+package examples_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/testenv"
+)
+
+// pmemPath is the VM's persistent memory, PURERDMA_PMEM; its absence
+// where devices are required fails the test (on the host the device
+// check skips first).
+func pmemPath(t *testing.T) string {
+	t.Helper()
+	testenv.Devices(t, 2)
+	p := os.Getenv("PURERDMA_PMEM")
+	if p == "" {
+		t.Fatal("PURERDMA_PMEM is not set: no persistent memory to run the example on")
+	}
+	return p
+}
+
+// valueOf is what follows prefix on the line of out that starts with
+// it; a missing line fails the test.
+func valueOf(t *testing.T, p *proc, prefix string) string {
+	t.Helper()
+	for _, l := range strings.Split(p.out.String(), "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s printed no line starting with %q:\n%s\nstderr:\n%s", p.name, prefix, p.out.String(), p.err.String())
+	return ""
+}
+
+var translation = map[string]string{"Hello world!": "¡Hola Mundo!", "¡Hola Mundo!": "Hello world!"}
+
+// The ping-pong examples as librpma's run-all-examples.sh runs them:
+// seed 7, 3 rounds.
+
+func TestExample08MessagesPingPong(t *testing.T) {
+	// C's client loops while (--rounds): 3 rounds are 2 exchanges.
+	s, _ := runExample(t, example{name: "08-messages-ping-pong",
+		clientArgs: []string{"7", "3"},
+		serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 8\n", "Value sent: 9\n"},
+		clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 8\n", "Value received: 9\n"}})
+	noLine(t, s, "Value received: 9\n")
+}
+
+// noLine fails the test if p printed line.
+func noLine(t *testing.T, p *proc, line string) {
+	t.Helper()
+	if strings.Contains(p.out.String(), line) {
+		t.Errorf("%s printed %q:\n%s", p.name, line, p.out.String())
+	}
+}
+
+// TestExample08srqSimpleMessagesPingPongWithSRQ: receives from the
+// SRQ's receive CQ (no argument), the connection's main CQ (m) and its
+// separate receive CQ (r); the client's do-while makes 3 exchanges.
+func TestExample08srqSimpleMessagesPingPongWithSRQ(t *testing.T) {
+	for _, mode := range []string{"", "m", "r"} {
+		t.Run("rcq="+mode, func(t *testing.T) {
+			var args []string
+			if mode != "" {
+				args = []string{mode}
+			}
+			runExample(t, example{name: "08srq-simple-messages-ping-pong-with-srq",
+				serverArgs: args,
+				clientArgs: []string{"7", "3"},
+				serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 9\n", "Value sent: 10\n"},
+				clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 9\n", "Value received: 10\n"}})
+		})
+	}
+}
+
+// TestExample09FlushToPersistentGPSPM: run09 for both variants.
+func TestExample09FlushToPersistentGPSPM(t *testing.T) {
+	run09(t, "09-flush-to-persistent-GPSPM")
+}
+
+// run09 runs a GPSPM example with DRAM on both sides, then twice with
+// the VM's persistent memory on both sides (the client's data 4 KiB
+// into the device, clear of the server's), where the second run finds
+// what the first persisted: the server's old value is what the client
+// wrote, the client's next value its translation.
+func run09(t *testing.T, name string) {
+	t.Run("DRAM", func(t *testing.T) {
+		s, c := runExample(t, example{name: name,
+			serverOut: []string{"Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}\n", "New value: Hello world!\n"},
+			clientOut: []string{"Next value: Hello world!\n", "translating...\n", "Translation: ¡Hola Mundo!\n"}})
+		for _, p := range []*proc{s, c[0]} {
+			if !strings.Contains(p.err.String(), "No <pmem-path> provided. Using DRAM instead.") {
+				t.Errorf("%s does not say it uses DRAM:\n%s", p.name, p.err.String())
+			}
+		}
+		if strings.Contains(s.out.String(), "Old value") {
+			t.Errorf("the server's DRAM had an old value:\n%s", s.out.String())
+		}
+	})
+	t.Run("PMem", func(t *testing.T) {
+		pmem := pmemPath(t)
+		var written, next string // by run 1
+		for run := range 2 {
+			s, c := runExample(t, example{name: name,
+				serverArgs: []string{pmem},
+				clientArgs: []string{pmem, "4096"},
+				serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
+				clientOut:  []string{"translating...\n"}})
+			got := valueOf(t, c[0], "Next value: ")
+			if run == 1 && got != next {
+				t.Errorf("run 2: the client's next value is %q, want the translation persisted by run 1, %q", got, next)
+			}
+			if v := valueOf(t, s, "New value: "); v != got {
+				t.Errorf("run %d: the server's new value is %q, the client wrote %q", run+1, v, got)
+			}
+			if run == 1 {
+				if v := valueOf(t, s, "Old value: "); v != written {
+					t.Errorf("run 2: the server's old value is %q, want run 1's %q", v, written)
+				}
+			}
+			written, next = got, valueOf(t, c[0], "Translation: ")
+			if want, ok := translation[got]; !ok || next != want {
+				t.Errorf("run %d: %q translated to %q", run+1, got, next)
+			}
+		}
+	})
+}
+
+// TestExample09scchFlushToPersistentGPSPM: 09 with a shared completion
+// channel.
+func TestExample09scchFlushToPersistentGPSPM(t *testing.T) {
+	run09(t, "09scch-flush-to-persistent-GPSPM")
+}
+
+// TestExample10SendWithImm: a word with immediate data, as
+// run-all-examples.sh sends it, and an empty message with immediate
+// data.
+func TestExample10SendWithImm(t *testing.T) {
+	t.Run("word", func(t *testing.T) {
+		runExample(t, example{name: "10-send-with-imm",
+			clientArgs: []string{"1234", "1st_word"},
+			serverOut:  []string{"Received value '1st_word' with immediate data '1234'\n"},
+			clientOut:  []string{"Sending value '1st_word' with immediate data '1234'\n"}})
+	})
+	t.Run("empty", func(t *testing.T) {
+		runExample(t, example{name: "10-send-with-imm",
+			clientArgs: []string{"4294967295"},
+			serverOut:  []string{"Received value '' with immediate data '4294967295'\n"},
+			clientOut:  []string{"Sending immediate data '4294967295'\n"}})
+	})
+}
+
+// TestExample11WriteWithImm: as run-all-examples.sh runs it.
+func TestExample11WriteWithImm(t *testing.T) {
+	runExample(t, example{name: "11-write-with-imm",
+		clientArgs: []string{"1234"},
+		serverOut:  []string{"The value '1234' was written together with immediate data '1234'\n"},
+		clientOut:  []string{"Writing value '1234' with immediate data '1234'\n"}})
+}
+
+// TestExample12ReceiveCompletionQueue: start value 7, 3 rounds (2
+// exchanges, as 08).
+func TestExample12ReceiveCompletionQueue(t *testing.T) {
+	run12(t, "12-receive-completion-queue")
+}
+
+func run12(t *testing.T, name string) {
+	s, _ := runExample(t, example{name: name,
+		clientArgs: []string{"7", "3"},
+		serverOut:  []string{"SERVER: Value received: 7\n", "SERVER: Value sent: 8\n", "SERVER: Value received: 8\n", "SERVER: Value sent: 9\n"},
+		clientOut:  []string{"CLIENT: Value sent: 7\n", "CLIENT: Value received: 8\n", "CLIENT: Value sent: 8\n", "CLIENT: Value received: 9\n"}})
+	noLine(t, s, "SERVER: Value received: 9\n")
+}
+
+// TestExample12scchReceiveCompletionQueue: 12 with a shared completion
+// channel.
+func TestExample12scchReceiveCompletionQueue(t *testing.T) {
+	run12(t, "12scch-receive-completion-queue")
+}
+
+// TestExample13MessagesPingPongWithSRQ: three clients at once, as
+// run-all-examples.sh runs them (seeds 1, 5 and 10, 3 rounds each,
+// the server listening until 3 s pass without a request). Each client
+// gets its own counter back, and the server answers each client's
+// messages on that client's connection.
+func TestExample13MessagesPingPongWithSRQ(t *testing.T) {
+	const name = "13-messages-ping-pong-with-srq"
+	testenv.Devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	port := fmt.Sprint(nextPort.Add(1))
+	server := start(t, ctx, "server", binary(t, name, "server"), serverAddr, port, "3")
+	server.waitFor(t, listening, 30*time.Second)
+	seeds := []int{1, 5, 10}
+	var clients []*proc
+	for i, seed := range seeds {
+		clients = append(clients, start(t, ctx, fmt.Sprintf("client %d", i), binary(t, name, "client"), serverAddr, port, fmt.Sprint(seed), "3"))
+	}
+	for i, c := range clients {
+		c.wait(t, 0)
+		pid, seed := c.cmd.Process.Pid, seeds[i]
+		for k := range 3 {
+			c.expect(t, fmt.Sprintf("[client #%d] value sent: %d\n", pid, seed+k), fmt.Sprintf("[client #%d] value received: %d\n", pid, seed+k+1))
+		}
+	}
+	server.wait(t, 0)
+	server.expect(t, "The client #3 has been connected.\n", "Server ended listening.\n")
+
+	// value -> the QP it came in on, and went back on.
+	qp := map[string]string{}
+	for _, m := range regexp.MustCompile(`\[server\] value (received|sent): (\d+) from the connection \[qp#(\d+)\]\n`).FindAllStringSubmatch(server.out.String(), -1) {
+		qp[m[1]+" "+m[2]] = m[3]
+	}
+	used := map[string]bool{}
+	for _, seed := range seeds {
+		q := qp[fmt.Sprint("received ", seed)]
+		for k := range 3 {
+			if r, s := qp[fmt.Sprint("received ", seed+k)], qp[fmt.Sprint("sent ", seed+k+1)]; r == "" || r != q || s != q {
+				t.Errorf("seed %d, round %d: received on QP %q, sent on %q; want both on %q:\n%s", seed, k, r, s, q, server.out.String())
+			}
+		}
+		if used[q] {
+			t.Errorf("two clients on QP %s:\n%s", q, server.out.String())
+		}
+		used[q] = true
+	}
+}
+
+// TestExampleGroupBFailures: the examples' exit statuses and messages
+// when their arguments or their peers are wrong, as C's: -1 (255) for
+// their own failures, and for a librpma failure either -1 (the
+// examples that return ret ? -1 : 0) or the librpma code truncated to
+// a byte (those that return ret: RPMA_E_PROVIDER, -100002, exits 94).
+func TestExampleGroupBFailures(t *testing.T) {
+	const noServer = "198.18.0.1" // the VM's address, with nothing listening
+	for _, tc := range []struct {
+		name    string
+		example string
+		side    string
+		args    []string
+		device  bool // needs the VM's devices
+		status  int
+		stderr  string
+	}{
+		{"08srq server, bad receive CQ", "08srq-simple-messages-ping-pong-with-srq", "server", []string{noServer, "7999", "x"}, false, 255,
+			"The third parameter should be one of m or r (x given)"},
+		{"13 server, zero timeout", "13-messages-ping-pong-with-srq", "server", []string{noServer, "7999", "0"}, false, 255,
+			"<timeout> should be a positive number of seconds (0 given)"},
+		{"13 server, bad timeout", "13-messages-ping-pong-with-srq", "server", []string{noServer, "7999", "five"}, false, 255,
+			"<timeout> should be a positive number of seconds (five given)"},
+		{"10 client, immediate data too big", "10-send-with-imm", "client", []string{noServer, "7999", "4294967296"}, false, 255,
+			"The provided immediate data is too big (4294967296 > 4294967295)"},
+		{"11 client, immediate data overflows", "11-write-with-imm", "client", []string{noServer, "7999", "18446744073709551616"}, false, 255,
+			"strtoul() overflow"},
+		{"08 client, seed overflows", "08-messages-ping-pong", "client", []string{noServer, "7999", "18446744073709551616", "3"}, false, 255,
+			"strtoul(18446744073709551616) overflowed"},
+		{"12 client, rounds overflow", "12-receive-completion-queue", "client", []string{noServer, "7999", "1", "99999999999999999999"}, false, 255,
+			"strtoul(99999999999999999999) overflowed"},
+		{"08 client, no server", "08-messages-ping-pong", "client", []string{noServer, "7999", "7", "3"}, true, 255,
+			"unexpected event: Connection rejected"},
+		{"13 client, no server", "13-messages-ping-pong-with-srq", "client", []string{noServer, "7999", "7", "3"}, true, 255,
+			"unexpected event: Connection rejected"},
+		{"11 client, no server", "11-write-with-imm", "client", []string{noServer, "7999", "1"}, true, 255,
+			"unexpected event: Connection rejected"},
+		{"10 server, foreign address", "10-send-with-imm", "server", []string{"192.0.2.1", "7999"}, true, 94, "provider error occurred"},
+		{"09 server, missing PMem", "09-flush-to-persistent-GPSPM", "server", []string{noServer, "7999", "/nonexistent/pmem"}, false, 255,
+			"/nonexistent/pmem"},
+		{"09scch client, PMem too small", "09scch-flush-to-persistent-GPSPM", "client", []string{noServer, "7999", "$EMPTY"}, false, 255,
+			"has too small size (0 < 1045)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.device {
+				testenv.Devices(t, 2)
+			}
+			args := slices.Clone(tc.args)
+			if i := slices.Index(args, "$EMPTY"); i >= 0 {
+				// An empty file: no room for the signature and the data.
+				f, err := os.CreateTemp(t.TempDir(), "pmem")
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+				args[i] = f.Name()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			p := start(t, ctx, tc.side, binary(t, tc.example, tc.side), args...)
+			p.wait(t, tc.status)
+			if !strings.Contains(p.err.String(), tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, p.err.String())
+			}
+		})
+	}
+}
