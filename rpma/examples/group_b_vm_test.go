@@ -13,19 +13,6 @@ import (
 	"github.com/purerdma/rdma/testenv"
 )
 
-// pmemPath is the VM's persistent memory, PURERDMA_PMEM; its absence
-// where devices are required fails the test (on the host the device
-// check skips first).
-func pmemPath(t *testing.T) string {
-	t.Helper()
-	testenv.Devices(t, 2)
-	p := os.Getenv("PURERDMA_PMEM")
-	if p == "" {
-		t.Fatal("PURERDMA_PMEM is not set: no persistent memory to run the example on")
-	}
-	return p
-}
-
 // valueOf is what follows prefix on the line of out that starts with
 // it; a missing line fails the test.
 func valueOf(t *testing.T, p *proc, prefix string) string {
@@ -273,7 +260,7 @@ func TestExampleGroupBFailures(t *testing.T) {
 		{"09 server, missing PMem", "09-flush-to-persistent-GPSPM", "server", []string{noServer, "7999", "/nonexistent/pmem"}, false, 255,
 			"/nonexistent/pmem"},
 		{"09scch client, PMem too small", "09scch-flush-to-persistent-GPSPM", "client", []string{noServer, "7999", "$EMPTY"}, false, 255,
-			"has too small size (0 < 1045)"},
+			"is too small (actual:0 < expected:1045)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.device {

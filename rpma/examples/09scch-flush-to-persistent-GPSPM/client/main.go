@@ -48,7 +48,7 @@ func run(addr, port string, args []string, offset uint64) error {
 	}
 	defer mem.Close()
 	hello := mem.Buf[mem.DataOffset : mem.DataOffset+common.HelloTSize]
-	fmt.Printf("Next value: %s\n", common.HelloString(hello))
+	fmt.Printf("Next value: %s\n", common.HelloStr(hello))
 
 	msg, err := common.DRAM(common.HelloStrSize)
 	if err != nil {
@@ -74,7 +74,7 @@ func run(addr, port string, args []string, offset uint64) error {
 		// Translate the greeting, so the next time it is a surprise.
 		common.Translate(hello)
 		mem.Persist(hello)
-		fmt.Printf("Translation: %s\n", common.HelloString(hello))
+		fmt.Printf("Translation: %s\n", common.HelloStr(hello))
 	}
 	// C ignores the failures of cleaning up.
 	common.DisconnectAndWaitForConnClose(ctx, conn)

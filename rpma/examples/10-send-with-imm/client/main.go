@@ -24,8 +24,8 @@ func main() {
 		common.Usage("usage: %s <server_address> <port> <imm> [word]\n", os.Args[0])
 	}
 	common.SetVerboseLogging()
-	imm, ok := common.Strtoul(os.Args[3])
-	if !ok {
+	imm, overflow := common.Strtoul(os.Args[3])
+	if overflow {
 		fmt.Fprintf(os.Stderr, "strtoul() overflow\n")
 		os.Exit(255)
 	}
