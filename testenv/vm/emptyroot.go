@@ -45,7 +45,7 @@ type EmptyRoot struct {
 
 // Step is one program the empty-root VM runs.
 type Step struct {
-	Name string   // names its result and prefixes its output lines
+	Name string   // names its result; prefixes its output lines when there are several steps
 	Args []string // Args[0] is an absolute path in the VM
 	Env  []string // default PATH=/bin
 	// User, when not 0, runs the step as that user and group id, with no
@@ -91,6 +91,7 @@ type RootReport struct {
 // rootConfig is handed to the empty-root init inside its initramfs.
 type rootConfig struct {
 	Marker  string
+	Dmesg   bool     // send the kernel log back
 	Modules []string // .ko paths in load order
 	Steps   []Step
 }
@@ -100,6 +101,7 @@ type rootStatus struct {
 	Error   string // set-up failure before the first step
 	Report  RootReport
 	Command time.Duration
+	Dmesg   string
 }
 
 const (
@@ -217,12 +219,12 @@ func sortedValues(m map[string]string) []string {
 }
 
 // writeEmptyRootInitramfs writes the empty-root VM's initramfs to dst.
-func writeEmptyRootInitramfs(dst string, k Kernel, r *EmptyRoot, marker string) error {
+func writeEmptyRootInitramfs(dst string, k Kernel, r *EmptyRoot, marker string, dmesg bool) error {
 	mods, err := resolveModules(k.ModulesDir(), emptyRootModules)
 	if err != nil {
 		return err
 	}
-	cfg := rootConfig{Marker: marker, Steps: r.Steps}
+	cfg := rootConfig{Marker: marker, Dmesg: dmesg, Steps: r.Steps}
 	for _, m := range mods {
 		cfg.Modules = append(cfg.Modules, "/lib/modules/"+m.name+".ko")
 	}
@@ -298,7 +300,7 @@ func runEmptyRoot(ctx context.Context, cfg Config, k Kernel, logf func(string, .
 	rand.Read(m)
 	marker := hex.EncodeToString(m)
 	initrd := filepath.Join(dir, "initramfs.cpio")
-	if err := writeEmptyRootInitramfs(initrd, k, cfg.EmptyRoot, marker); err != nil {
+	if err := writeEmptyRootInitramfs(initrd, k, cfg.EmptyRoot, marker, cfg.Dmesg); err != nil {
 		return res, fmt.Errorf("rxevm: empty-root initramfs: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
@@ -327,6 +329,9 @@ func bootEmptyRoot(ctx context.Context, cfg Config, k Kernel, initrd, marker str
 		return res, false, fmt.Errorf("rxevm: interrupted; the VM was killed")
 	}
 	st, ok := parseRootStatus(console.raw, marker)
+	if cfg.Dmesg && st.Dmesg != "" {
+		fmt.Fprintf(cfg.Stderr, "rxevm: guest kernel log:\n%s", st.Dmesg)
+	}
 	switch {
 	case ok && st.Error != "":
 		return res, false, fmt.Errorf("rxevm: empty-root VM set-up failed before the first step (kernel %s): %s%s", k.Release, st.Error, console.tail())

@@ -40,6 +40,12 @@ func emptyRootMain() {
 		fmt.Fprintf(console, "rxevm-init: reading the run config: %v\n", err)
 	} else {
 		st = emptyRootRun(cfg, console)
+		if cfg.Dmesg {
+			buf := make([]byte, 1<<20)
+			if n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf); err == nil {
+				st.Dmesg = string(buf[:n])
+			}
+		}
 		line, _ := json.Marshal(st)
 		fmt.Fprintf(console, "%s%s\n", rootStatusLine(cfg.Marker), line)
 	}
@@ -173,7 +179,11 @@ func runSteps(steps []Step, devs []uint32, console io.Writer) []StepResult {
 			results[i] = StepResult{Name: s.Name, ExitCode: -1, Error: "not run: " + stop}
 			continue
 		}
-		r, err := startStep(s, &mu, console)
+		prefix := ""
+		if len(steps) > 1 {
+			prefix = s.Name + "| "
+		}
+		r, err := startStep(s, prefix, &mu, console)
 		if err != nil {
 			results[i] = StepResult{Name: s.Name, ExitCode: -1, Error: err.Error()}
 			stop = "step " + s.Name + " did not start"
@@ -209,7 +219,7 @@ func runSteps(steps []Step, devs []uint32, console io.Writer) []StepResult {
 	return results
 }
 
-func startStep(s Step, mu *sync.Mutex, console io.Writer) (*stepRun, error) {
+func startStep(s Step, prefix string, mu *sync.Mutex, console io.Writer) (*stepRun, error) {
 	timeout := s.Timeout
 	if timeout == 0 {
 		timeout = rootStepTimeout
@@ -222,7 +232,7 @@ func startStep(s Step, mu *sync.Mutex, console io.Writer) (*stepRun, error) {
 		cmd.Env = []string{"PATH=/bin"}
 	}
 	r := &stepRun{step: s, cmd: cmd, cancel: cancel, done: make(chan struct{}),
-		out: &stepOutput{prefix: s.Name + "| ", mu: mu, console: console}}
+		out: &stepOutput{prefix: prefix, mu: mu, console: console}}
 	cmd.Stdout = r.out
 	cmd.Stderr = r.out
 	cmd.WaitDelay = 2 * time.Second
@@ -331,7 +341,7 @@ func isThreadOf(pid, tid int) bool {
 }
 
 // stepOutput keeps a step's output and copies it to the console line by
-// line, each line prefixed with the step's name.
+// line, each line prefixed.
 type stepOutput struct {
 	prefix  string
 	mu      *sync.Mutex

@@ -326,6 +326,7 @@ func TestIPMessage(t *testing.T) {
 		{"route", "add", addr1, "dev", "nosuch", "src", addr0, "table", "101"},
 		{"route", "add", addr1, "dev", "lo", "src", addr0, "table", "300"},
 		{"neigh", "replace", addr1, "lladdr", "02:00:00:00:00:01", "dev", "lo", "nud", "reachable"},
+		{"neigh", "replace", addr1, "lladdr", "02:00:00:00:00", "dev", "lo", "nud", "permanent"},
 		{"tunnel", "add"},
 	} {
 		if _, err := ipMessage(l, index); err == nil {

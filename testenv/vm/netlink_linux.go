@@ -2,9 +2,9 @@ package vm
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -409,7 +409,7 @@ func ipMessage(args []string, index func(string) (uint32, error)) (*nlMessage, e
 			return nil, errors.New("neigh replace: only nud permanent is supported")
 		}
 		mv, _ := get("lladdr")
-		mac, err := net.ParseMAC(mv)
+		mac, err := parseMAC(mv)
 		if err != nil {
 			return nil, err
 		}
@@ -444,6 +444,17 @@ func ifInfomsg(index uint32, flags, change uint32) []byte {
 	b = binary.NativeEndian.AppendUint32(b, index)
 	b = binary.NativeEndian.AppendUint32(b, flags)
 	return binary.NativeEndian.AppendUint32(b, change)
+}
+
+// parseMAC reads a 6-byte MAC address written as sysfs writes it
+// (aa:bb:cc:dd:ee:ff). Not net.ParseMAC: package net would make cgo
+// builds of cmd/rxevm dynamically linked.
+func parseMAC(s string) ([]byte, error) {
+	b, err := hex.DecodeString(strings.ReplaceAll(s, ":", ""))
+	if err != nil || len(b) != 6 || len(s) != 17 {
+		return nil, fmt.Errorf("bad MAC address %q", s)
+	}
+	return b, nil
 }
 
 // parsePrefix reads an address or an address/bits prefix.
