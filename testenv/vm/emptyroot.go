@@ -49,12 +49,17 @@ type Step struct {
 	Args []string // Args[0] is an absolute path in the VM
 	Env  []string // default PATH=/bin
 	// User, when not 0, runs the step as that user and group id, with no
-	// capabilities (a change of uid from 0 clears them) and no
-	// supplementary groups.
+	// supplementary groups and no capabilities but Caps (a change of uid
+	// from 0 clears them).
 	User uint32
-	// MemlockUnlimited raises RLIMIT_MEMLOCK to unlimited for the step;
-	// otherwise it has the kernel's default for PID 1's children, 8 MiB.
-	MemlockUnlimited bool
+	// Caps, with User, are capabilities the step keeps, by number (12 is
+	// CAP_NET_ADMIN): raised as ambient capabilities, so they are
+	// permitted and effective after exec.
+	Caps []uintptr
+	// Memlock is the step's RLIMIT_MEMLOCK (soft and hard) in bytes: 0
+	// keeps the kernel's default for PID 1's children, 8 MiB; Unlimited
+	// lifts it.
+	Memlock uint64
 	// Background starts the step and goes on to the next; it is waited for
 	// after the last step.
 	Background bool
@@ -67,6 +72,9 @@ type Step struct {
 	Timeout time.Duration
 }
 
+// Unlimited is Step.Memlock without a limit (RLIM_INFINITY).
+const Unlimited = ^uint64(0)
+
 // StepResult is what one step did.
 type StepResult struct {
 	Name     string
@@ -74,10 +82,10 @@ type StepResult struct {
 	Output   string // stdout and stderr, merged
 	Error    string // why it did not run, was killed or was not ready
 	Duration time.Duration
-	// Process is what the kernel said of the process right after it
-	// started (exec done, not yet reaped): the Uid, Gid, Groups, CapInh,
-	// CapPrm, CapEff and CapAmb lines of /proc/PID/status and the "Max
-	// locked memory" line of /proc/PID/limits.
+	// Process is what the kernel said of the process when it had exited,
+	// before it was reaped: the Uid, Gid, Groups, CapInh, CapPrm, CapEff
+	// and CapAmb lines of /proc/PID/status and the "Max locked memory"
+	// line of /proc/PID/limits.
 	Process string
 }
 
@@ -190,6 +198,13 @@ func checkEmptyRoot(r *EmptyRoot) error {
 			return fmt.Errorf("step %s: Listen is for Background steps", s.Name)
 		case s.Timeout < 0:
 			return fmt.Errorf("step %s: negative timeout", s.Name)
+		case len(s.Caps) > 0 && s.User == 0:
+			return fmt.Errorf("step %s: Caps are for a User other than root, who has them all", s.Name)
+		}
+		for _, c := range s.Caps {
+			if c > 63 {
+				return fmt.Errorf("step %s: no capability %d", s.Name, c)
+			}
 		}
 		if s.Listen != "" {
 			if _, err := netip.ParseAddrPort(s.Listen); err != nil {

@@ -237,23 +237,26 @@ func startStep(s Step, prefix string, mu *sync.Mutex, console io.Writer) (*stepR
 	cmd.Stderr = r.out
 	cmd.WaitDelay = 2 * time.Second
 	if s.User != 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: s.User, Gid: s.User, Groups: []uint32{}}}
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential:  &syscall.Credential{Uid: s.User, Gid: s.User, Groups: []uint32{}},
+			AmbientCaps: s.Caps,
+		}
 	}
 	// The child inherits the limit at fork; PID 1 puts its own back after.
 	var old unix.Rlimit
-	if s.MemlockUnlimited {
+	if s.Memlock != 0 {
 		if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
 			cancel()
 			return nil, err
 		}
-		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}); err != nil {
+		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: s.Memlock, Max: s.Memlock}); err != nil {
 			cancel()
-			return nil, fmt.Errorf("raising RLIMIT_MEMLOCK: %w", err)
+			return nil, fmt.Errorf("setting RLIMIT_MEMLOCK: %w", err)
 		}
 	}
 	r.start = time.Now()
 	err := cmd.Start()
-	if s.MemlockUnlimited {
+	if s.Memlock != 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
 			panic(err) // every later step would run with the raised limit
 		}
@@ -262,10 +265,18 @@ func startStep(s Step, prefix string, mu *sync.Mutex, console io.Writer) (*stepR
 		cancel()
 		return nil, err
 	}
-	// Until Wait reaps it, the process (or its zombie) keeps its
-	// credentials and limits in /proc.
-	process := processFacts(cmd.Process.Pid)
 	go func() {
+		// Read the credentials and limits from the exited process before
+		// Wait reaps it; right after Start they may not be final, since
+		// exec closes the fd Start waits on before it commits them.
+		pid := cmd.Process.Pid
+		for {
+			var info unix.Siginfo
+			if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+				break
+			}
+		}
+		process := processFacts(pid)
 		err := cmd.Wait()
 		r.out.flush()
 		r.res = StepResult{Name: s.Name, Output: r.out.String(), Duration: time.Since(r.start), Process: process}
