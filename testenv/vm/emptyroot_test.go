@@ -72,7 +72,7 @@ func TestEmptyRoot(t *testing.T) {
 		cli         = addr1
 		nobody      = 65534
 		capNetAdmin = 12
-		size        = "65535" // ping buffers: 4 of this size are registered
+		size        = "65535" // the ping client registers two buffers of this size, the server one
 	)
 	purerdma := "/bin/purerdma"
 	steps := []Step{
