@@ -176,7 +176,7 @@ func checkEmptyRoot(r *EmptyRoot) error {
 		if !path.IsAbs(g) || path.Clean(g) != g || g == "/" {
 			return fmt.Errorf("file %q: want a clean absolute path in the VM", g)
 		}
-		if reservedRootPath(g) {
+		if reservedRootPath(g) || g == "/lib" {
 			return fmt.Errorf("file %s: the runner's own (/init, /rxevm, /lib/modules, /dev, /proc, /sys)", g)
 		}
 		for h := range r.Files {

@@ -314,6 +314,7 @@ func TestCheckEmptyRoot(t *testing.T) {
 		{"relative file", func(r *EmptyRoot) { r.Files["bin/y"] = exe }, "clean absolute path"},
 		{"reserved file", func(r *EmptyRoot) { r.Files["/init"] = exe }, "runner's own"},
 		{"modules", func(r *EmptyRoot) { r.Files["/lib/modules/x.ko"] = exe }, "runner's own"},
+		{"lib", func(r *EmptyRoot) { r.Files["/lib"] = exe }, "runner's own"},
 		{"file is a folder", func(r *EmptyRoot) { r.Files["/bin"] = exe }, "also a folder"},
 		{"duplicate name", func(r *EmptyRoot) { r.Steps[1].Name = "a" }, "used twice"},
 		{"relative command", func(r *EmptyRoot) { r.Steps[0].Args = []string{"x"} }, "absolute path"},
