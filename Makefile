@@ -15,7 +15,7 @@ KERNEL  ?= 6.1
 TESTFLAGS ?=
 BIN     := $(CURDIR)/bin
 
-.PHONY: all test deps lint unit fuzz vmtest vmrace vmtest-all bench demo tools examples clean
+.PHONY: all test deps lint unit fuzz vmtest vmrace vmtest-all emptyroot bench demo tools examples clean
 
 all: lint tools
 
@@ -93,7 +93,14 @@ FUZZTIME ?= 10s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz
 
-test: deps lint unit fuzz vmtest-all
+# The empty-root VM on each kernel: purerdma and an rpma example, static,
+# with nothing from the host's file system (docs/containers.md).
+emptyroot: deps
+	@set -e; for k in $(KERNELS); do \
+	  PURERDMA_KERNEL=$$k PURERDMA_TEST_EMPTYROOT=1 $(GO) test -count=1 -v -run '^TestEmptyRoot$$' ./testenv/vm; \
+	done
+
+test: deps lint unit fuzz emptyroot vmtest-all
 
 # perftest's C tools and purerdma bench side by side, one VM boot per
 # kernel (scripts/bench; docs/performance.md has the method and results).

@@ -7,6 +7,14 @@
 // files at the same paths and PURERDMA_REQUIRE_DEVICE=1 set. rxevm exits
 // with CMD's exit status, 124 when the timeout killed the VM, and 125 when
 // the VM itself failed.
+//
+// With -empty-root the VM has none of the host's files: its root holds
+// the kernel modules, rxevm itself as /init (so it must be a static
+// build: CGO_ENABLED=0, as make tools builds it) and the static files
+// given with -add, by default in /bin; CMD is a path in the VM:
+//
+//	CGO_ENABLED=0 go build -o bin/ ./cmd/rxevm ./cmd/purerdma
+//	bin/rxevm -empty-root -add bin/purerdma -- /bin/purerdma devinfo
 package main
 
 import (
@@ -14,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +56,9 @@ func run() int {
 	fs.BoolVar(&cfg.Verbose, "v", false, "show the boot console too")
 	fs.IntVar(&cfg.MemoryMB, "m", 3072, "guest memory in MiB")
 	fs.Var(&writable, "rw", "host folder to mount read-write at the same path (repeatable)")
+	emptyRoot := fs.Bool("empty-root", false, "boot without the host's file system: only the modules, this rxevm (a CGO_ENABLED=0 build) and the -add files; CMD is a path in the VM")
+	var adds multiFlag
+	fs.Var(&adds, "add", "with -empty-root: a static host file to put in the VM, as HOST or HOST:GUEST (default GUEST /bin/BASE) (repeatable)")
 	quiet := fs.Bool("q", false, "do not print the timing line")
 	gotest := fs.Bool("gotest", false, "CMD is a go test binary (go test -exec): the timeout follows -test.timeout plus 2m, and the binary's folder is writable")
 	fs.Usage = func() {
@@ -62,6 +74,19 @@ func run() int {
 		fs.Usage()
 		return 2
 	}
+	if *emptyRoot {
+		if *gotest || len(writable) > 0 {
+			fmt.Fprintln(os.Stderr, "rxevm: -empty-root shares no host folder: -gotest and -rw do not apply")
+			return 2
+		}
+		if err := emptyRootConfig(&cfg, adds); err != nil {
+			fmt.Fprintln(os.Stderr, "rxevm:", err)
+			return 2
+		}
+	} else if len(adds) > 0 {
+		fmt.Fprintln(os.Stderr, "rxevm: -add needs -empty-root")
+		return 2
+	}
 	if *gotest {
 		if err := adaptToGoTest(&cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "rxevm:", err)
@@ -72,6 +97,13 @@ func run() int {
 	defer stop()
 	res, err := vm.Run(ctx, cfg)
 	logRun(cfg, res)
+	if res.Root != nil {
+		for _, s := range res.Root.Steps {
+			if s.Error != "" {
+				fmt.Fprintf(os.Stderr, "rxevm: %s\n", s.Error)
+			}
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return res.ExitCode
@@ -108,6 +140,42 @@ func adaptToGoTest(cfg *vm.Config) error {
 		}
 	}
 	cfg.Writable = append(cfg.Writable, filepath.Dir(cfg.Args[0]))
+	return nil
+}
+
+// emptyRootConfig turns the command line into an empty-root run of one
+// step, as root, with this executable as the VM's init.
+func emptyRootConfig(cfg *vm.Config, adds []string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return err
+	}
+	files := map[string]string{}
+	for _, a := range adds {
+		host, guest, ok := strings.Cut(a, ":")
+		if !ok {
+			guest = "/bin/" + filepath.Base(host)
+		}
+		if _, dup := files[guest]; dup {
+			return fmt.Errorf("-add: %s given twice", guest)
+		}
+		files[guest] = host
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 { // none; a step's own default would be a minute
+		timeout = math.MaxInt64
+	}
+	cfg.EmptyRoot = &vm.EmptyRoot{
+		Init:  exe,
+		Files: files,
+		Steps: []vm.Step{{
+			Name: "cmd", Args: cfg.Args, Timeout: timeout,
+			Env: []string{"PATH=/bin", "PURERDMA_REQUIRE_DEVICE=1"},
+		}},
+	}
 	return nil
 }
 

@@ -25,7 +25,10 @@ func TestExitStatus(t *testing.T) {
 		t.Skip("qemu-system-x86_64 not installed; run: make test")
 	}
 	bin := filepath.Join(t.TempDir(), "rxevm")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	// Static, so that -empty-root can use it as the VM's init.
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {
@@ -40,6 +43,10 @@ func TestExitStatus(t *testing.T) {
 		{"notfound", []string{"--", "/no/such/command"}, 127, "", ""},
 		{"device", []string{"--", "sh", "-c", `test "$PURERDMA_REQUIRE_DEVICE" = 1 && test -c /dev/infiniband/uverbs1 && pwd`}, 0, mustWd(t) + "\n", ""},
 		{"timeout", []string{"-timeout", "20s", "--", "sleep", "600"}, 124, "", "timed out after 20s"},
+		// The only program in an empty root is rxevm itself; with no
+		// command it prints its usage and exits 2, which rxevm passes on.
+		{"empty-root", []string{"-empty-root", "-add", bin + ":/bin/x", "--", "/bin/x"}, 2, "", "exit 2"},
+		{"empty-root-dynamic", []string{"-empty-root", "-add", "/bin/true", "--", "/bin/true"}, 125, "", "dynamically linked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -18,6 +18,7 @@ const (
 	modeDir  = 0o040000
 	modeFile = 0o100000
 	modeLink = 0o120000
+	modeChar = 0o020000
 )
 
 func (c *cpioWriter) write(p []byte) {
@@ -36,13 +37,17 @@ func (c *cpioWriter) pad() {
 }
 
 func (c *cpioWriter) entry(name string, mode uint32, data []byte) {
+	c.entryDev(name, mode, data, 0, 0)
+}
+
+func (c *cpioWriter) entryDev(name string, mode uint32, data []byte, major, minor uint32) {
 	c.ino++
 	nlink := 1
 	if mode&0o170000 == modeDir {
 		nlink = 2
 	}
 	hdr := fmt.Sprintf("070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-		c.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
+		c.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, major, minor, len(name)+1, 0)
 	c.write([]byte(hdr))
 	c.write(append([]byte(name), 0))
 	c.pad()
@@ -61,6 +66,11 @@ func (c *cpioWriter) File(name string, perm uint32, data []byte) {
 // Symlink adds a symbolic link name -> target.
 func (c *cpioWriter) Symlink(name, target string) {
 	c.entry(name, modeLink|0o777, []byte(target))
+}
+
+// CharDev adds a character device node.
+func (c *cpioWriter) CharDev(name string, perm, major, minor uint32) {
+	c.entryDev(name, modeChar|perm, nil, major, minor)
 }
 
 // Close writes the trailer and reports the first write error.

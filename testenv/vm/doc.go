@@ -7,5 +7,12 @@
 // The host half ([Run]) fetches the kernel package into a cache on first
 // use, builds a small busybox initramfs, starts qemu and streams the
 // command's output. The guest half ([GuestMain]) is the same executable
-// started as PID 1 inside the VM. See docs/testing.md.
+// started as PID 1 inside the VM.
+//
+// With [Config.EmptyRoot] the VM shares nothing with the host: its only
+// files are the initramfs's (the modules, a static build of the runner as
+// /init, and the static binaries under test), the runner's init sets up
+// the same network and devices in Go (rtnetlink and RDMA netlink instead
+// of iproute2), and runs [Step]s, reporting over the serial console. See
+// docs/testing.md and docs/containers.md.
 package vm

@@ -26,15 +26,22 @@ const (
 )
 
 // IsGuest reports whether the process was started by the VM's init as the
-// runner's guest half.
-func IsGuest(args []string) bool { return len(args) == 2 && args[1] == guestArg }
+// runner's guest half, or, in an EmptyRoot VM, by the kernel as /init.
+func IsGuest(args []string) bool {
+	return len(args) == 2 && (args[1] == guestArg || args[1] == emptyRootArg)
+}
 
 const outDir = "/run/rxevm"
 
 // GuestMain is the VM's PID 1 after the chroot: it sets up the network
 // and rxe devices, runs the command on the console, reports its exit
-// status through the out share and powers off. It never returns.
+// status through the out share and powers off. In an EmptyRoot VM it is
+// the kernel's /init and runs the steps instead (emptyRootMain). It never
+// returns.
 func GuestMain() {
+	if os.Args[1] == emptyRootArg {
+		emptyRootMain()
+	}
 	st := guestRun()
 	if b, err := json.Marshal(st); err == nil {
 		os.WriteFile(filepath.Join(outDir, "status.json"), b, 0o644)
@@ -66,7 +73,7 @@ func guestRun() guestStatus {
 	}
 	os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	unix.Sethostname([]byte("rxevm"))
-	if err := setupNetwork(); err != nil {
+	if err := setupNetwork(ipCommand); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
 	if err := setupRXE(); err != nil {
@@ -120,39 +127,11 @@ func run(name string, args ...string) error {
 // setupNetwork builds veth0 (198.18.0.1) <-> veth1 (198.18.0.2) in the one
 // network namespace rxe supports on 6.1, and the routing that keeps
 // traffic between them on the veths instead of lo (see
-// docs/testing.md).
-func setupNetwork() error {
-	for _, c := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"link", "add", "veth0", "type", "veth", "peer", "name", "veth1"},
-		{"addr", "add", addr0 + "/24", "dev", "veth0"},
-		{"addr", "add", addr1 + "/24", "dev", "veth1"},
-		{"link", "set", "veth0", "up"},
-		{"link", "set", "veth1", "up"},
-		{"rule", "add", "pref", "100", "lookup", "local"},
-		{"rule", "del", "pref", "0"},
-		{"route", "add", addr1, "dev", "veth0", "src", addr0, "table", "101"},
-		{"route", "add", addr0, "dev", "veth1", "src", addr1, "table", "102"},
-		{"rule", "add", "pref", "10", "iif", "lo", "from", addr0, "to", addr1, "lookup", "101"},
-		{"rule", "add", "pref", "11", "iif", "lo", "from", addr1, "to", addr0, "lookup", "102"},
-		{"rule", "add", "pref", "12", "iif", "lo", "from", "0.0.0.0/32", "to", addr0, "lookup", "102"},
-		// IPv6: the same, without duplicate address detection (a tentative
-		// address cannot be bound). rdma_cm checks a request's route back
-		// with an IPv6 lookup that carries no input interface, so the
-		// veth routes match on addresses alone, and packets arriving on
-		// a veth for its own address are sent to the local table first.
-		{"-6", "addr", "add", addr6_0 + "/64", "dev", "veth0", "nodad"},
-		{"-6", "addr", "add", addr6_1 + "/64", "dev", "veth1", "nodad"},
-		{"-6", "rule", "add", "pref", "100", "lookup", "local"},
-		{"-6", "rule", "del", "pref", "0"},
-		{"-6", "route", "add", addr6_1, "dev", "veth0", "src", addr6_0, "table", "101"},
-		{"-6", "route", "add", addr6_0, "dev", "veth1", "src", addr6_1, "table", "102"},
-		{"-6", "rule", "add", "pref", "5", "iif", "veth1", "to", addr6_1, "lookup", "local"},
-		{"-6", "rule", "add", "pref", "6", "iif", "veth0", "to", addr6_0, "lookup", "local"},
-		{"-6", "rule", "add", "pref", "10", "from", addr6_0, "to", addr6_1, "lookup", "101"},
-		{"-6", "rule", "add", "pref", "11", "from", addr6_1, "to", addr6_0, "lookup", "102"},
-	} {
-		if err := run("ip", c...); err != nil {
+// docs/testing.md). ip runs one `ip` command line: iproute2 in the
+// normal VM, ipNetlink in the empty-root one.
+func setupNetwork(ip func(args ...string) error) error {
+	for _, c := range networkCommands {
+		if err := ip(c...); err != nil {
 			return err
 		}
 	}
@@ -172,12 +151,47 @@ func setupNetwork() error {
 		if err != nil {
 			return err
 		}
-		if err := run("ip", "neigh", "replace", n[0], "lladdr", strings.TrimSpace(string(mac)), "dev", n[2], "nud", "permanent"); err != nil {
+		if err := ip("neigh", "replace", n[0], "lladdr", strings.TrimSpace(string(mac)), "dev", n[2], "nud", "permanent"); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// networkCommands are the `ip` command lines of setupNetwork.
+var networkCommands = [][]string{
+	{"link", "set", "lo", "up"},
+	{"link", "add", "veth0", "type", "veth", "peer", "name", "veth1"},
+	{"addr", "add", addr0 + "/24", "dev", "veth0"},
+	{"addr", "add", addr1 + "/24", "dev", "veth1"},
+	{"link", "set", "veth0", "up"},
+	{"link", "set", "veth1", "up"},
+	{"rule", "add", "pref", "100", "lookup", "local"},
+	{"rule", "del", "pref", "0"},
+	{"route", "add", addr1, "dev", "veth0", "src", addr0, "table", "101"},
+	{"route", "add", addr0, "dev", "veth1", "src", addr1, "table", "102"},
+	{"rule", "add", "pref", "10", "iif", "lo", "from", addr0, "to", addr1, "lookup", "101"},
+	{"rule", "add", "pref", "11", "iif", "lo", "from", addr1, "to", addr0, "lookup", "102"},
+	{"rule", "add", "pref", "12", "iif", "lo", "from", "0.0.0.0/32", "to", addr0, "lookup", "102"},
+	// IPv6: the same, without duplicate address detection (a tentative
+	// address cannot be bound). rdma_cm checks a request's route back
+	// with an IPv6 lookup that carries no input interface, so the veth
+	// routes match on addresses alone, and packets arriving on a veth
+	// for its own address are sent to the local table first.
+	{"-6", "addr", "add", addr6_0 + "/64", "dev", "veth0", "nodad"},
+	{"-6", "addr", "add", addr6_1 + "/64", "dev", "veth1", "nodad"},
+	{"-6", "rule", "add", "pref", "100", "lookup", "local"},
+	{"-6", "rule", "del", "pref", "0"},
+	{"-6", "route", "add", addr6_1, "dev", "veth0", "src", addr6_0, "table", "101"},
+	{"-6", "route", "add", addr6_0, "dev", "veth1", "src", addr6_1, "table", "102"},
+	{"-6", "rule", "add", "pref", "5", "iif", "veth1", "to", addr6_1, "lookup", "local"},
+	{"-6", "rule", "add", "pref", "6", "iif", "veth0", "to", addr6_0, "lookup", "local"},
+	{"-6", "rule", "add", "pref", "10", "from", addr6_0, "to", addr6_1, "lookup", "101"},
+	{"-6", "rule", "add", "pref", "11", "from", addr6_1, "to", addr6_0, "lookup", "102"},
+}
+
+// ipCommand runs iproute2's ip.
+func ipCommand(args ...string) error { return run("ip", args...) }
 
 // setupRXE adds rxe0 on veth0 and rxe1 on veth1 over RDMA netlink and
 // waits for both ports to be ACTIVE.

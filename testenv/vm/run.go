@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -40,15 +38,23 @@ type Config struct {
 	Stderr   io.Writer     // the runner's own messages
 	Dmesg    bool          // print the guest kernel log after the command
 	Verbose  bool          // pass boot messages through
+	// EmptyRoot, when set, boots a VM without the host's file system that
+	// runs EmptyRoot.Steps instead of Args; Dir, Env and Writable are not
+	// used then.
+	EmptyRoot *EmptyRoot
 }
 
 // Result is what a run measured.
 type Result struct {
+	// ExitCode is the command's exit status. In an EmptyRoot run it is
+	// that of the first step that failed (125 for one that did not run or
+	// was not ready), 0 when every step exited 0.
 	ExitCode int
 	Kernel   Kernel
 	Boot     time.Duration // from starting qemu to the command starting
 	Command  time.Duration
 	Total    time.Duration
+	Root     *RootReport // EmptyRoot runs: what the guest saw and ran
 }
 
 // guestConfig is handed to the guest half through the out share.
@@ -73,7 +79,11 @@ const guestArg = "__rxevm_guest__"
 // ExitTimeout or ExitVMFailed); a command that fails is not an error.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	res := Result{ExitCode: ExitVMFailed}
-	if len(cfg.Args) == 0 {
+	if cfg.EmptyRoot != nil {
+		if err := checkEmptyRoot(cfg.EmptyRoot); err != nil {
+			return res, fmt.Errorf("rxevm: empty root: %w", err)
+		}
+	} else if len(cfg.Args) == 0 {
 		return res, errors.New("rxevm: no command")
 	}
 	if cfg.Stdout == nil {
@@ -108,6 +118,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	k, err := ResolveKernel(ctx, cfg.Kernel, cfg.Refresh, logf)
 	if err != nil {
 		return res, err
+	}
+	if cfg.EmptyRoot != nil {
+		return runEmptyRoot(ctx, cfg, k, logf)
 	}
 	initrd, err := buildInitramfs(k)
 	if err != nil {
@@ -176,40 +189,20 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		}
 	}
 
-	// Without clockArgs the guest finds the vCPUs' TSCs "unsynchronized"
-	// and falls back to the emulated HPET: every clock_gettime becomes a
-	// system call plus an emulated MMIO read, where real machines read the
-	// TSC in the vDSO. TCG derives every vCPU's TSC from the one host
-	// clock, so it is in fact synchronized.
-	const clockArgs = "tsc=reliable clocksource=tsc"
-	args := []string{
-		"-accel", "tcg,thread=multi", "-cpu", "max",
-		"-smp", strconv.Itoa(cfg.CPUs),
+	args := append(qemuArgs(cfg, k, initrd, ""),
 		// An emulated NVDIMM (ACPI NFIT): the guest's persistent memory,
 		// which rxe requires for FLUSH_PERSISTENT (guest_linux.go).
 		"-machine", "pc,nvdimm=on",
 		"-m", fmt.Sprintf("%d,slots=1,maxmem=%dM", cfg.MemoryMB, cfg.MemoryMB+pmemMB),
 		"-object", fmt.Sprintf("memory-backend-file,id=pmem0,share=on,mem-path=%s,size=%dM", pmemDir, pmemMB),
 		"-device", "nvdimm,id=nvdimm0,memdev=pmem0",
-		"-display", "none", "-no-reboot", "-nic", "none", "-nodefaults", "-serial", "stdio",
-		"-kernel", k.Vmlinuz(), "-initrd", initrd,
-		"-append", "console=ttyS0 quiet loglevel=1 panic=-1 oops=panic " + clockArgs,
 		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
-		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none",
-	}
+		"-virtfs", "local,path="+out+",mount_tag=out,security_model=none",
+	)
 	args = append(args, virtfs...)
-	qemu := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
-	qemu.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var qemuErr bytes.Buffer
-	qemu.Stderr = &qemuErr
 	console := &consoleFilter{start: []byte("\nRXEVM-START-" + gc.Marker + "\n"), end: []byte("\nRXEVM-END-" + gc.Marker + "\n"), out: cfg.Stdout, verbose: cfg.Verbose}
-	qemu.Stdout = console
-	qemu.WaitDelay = 2 * time.Second
-
-	start := time.Now()
-	console.started = func() { res.Boot = time.Since(start) }
-	runErr := qemu.Run()
-	res.Total = time.Since(start)
+	runErr, qemuErr, total := runQEMU(ctx, args, console, &res)
+	res.Total = total
 
 	if ctx.Err() != nil {
 		res.ExitCode = ExitTimeout
@@ -247,7 +240,7 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		why += " (kernel panic)"
 	}
 	if runErr != nil {
-		why += fmt.Sprintf(" (qemu: %v %s)", runErr, strings.TrimSpace(qemuErr.String()))
+		why += fmt.Sprintf(" (qemu: %v %s)", runErr, qemuErr)
 	}
 	return res, res.Boot == 0, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
 }
@@ -285,15 +278,23 @@ type consoleFilter struct {
 	out        io.Writer
 	verbose    bool
 	started    func()
+	keepAll    bool // keep the whole console in raw
 
 	state   int // 0 boot, 1 command, 2 after
 	pending []byte
 	boot    []byte // boot output, bounded
 	all     []byte // last bytes seen, for panic detection
+	raw     []byte // with keepAll: everything, bounded by maxRaw
 }
+
+// maxRaw bounds consoleFilter.raw.
+const maxRaw = 256 << 20
 
 func (c *consoleFilter) Write(p []byte) (int, error) {
 	c.all = appendBounded(c.all, p, 64<<10)
+	if c.keepAll && len(c.raw)+len(p) <= maxRaw {
+		c.raw = append(c.raw, p...)
+	}
 	c.pending = append(c.pending, p...)
 	for {
 		switch c.state {
