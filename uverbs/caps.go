@@ -12,8 +12,10 @@ import (
 type capability int
 
 const (
-	capFlush capability = iota
+	capFlush capability = iota // either type: the opcode exists
 	capAtomicWrite
+	capFlushGlobal
+	capFlushPersistent
 )
 
 // deviceCaps caches what the device reports (QueryDevice): its
@@ -49,6 +51,10 @@ func (c *Context) has(cp capability) bool {
 		return flags&(abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL|abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT) != 0
 	case capAtomicWrite:
 		return flags&abi.IB_UVERBS_DEVICE_ATOMIC_WRITE != 0
+	case capFlushGlobal:
+		return flags&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0
+	case capFlushPersistent:
+		return flags&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0
 	}
 	return false
 }

@@ -492,6 +492,14 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
 			return fmt.Errorf("uverbs post send: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, errInvalid)
 		}
+		// A device may execute one type and not the other: each type
+		// asked for needs its own capability bit.
+		if wr.FlushType&FlushGlobal != 0 && !qp.ctx.has(capFlushGlobal) {
+			return fmt.Errorf("uverbs post send: FLUSH to global visibility: the device does not report FLUSH_GLOBAL: %w", ErrNotSupported)
+		}
+		if wr.FlushType&FlushPersistent != 0 && !qp.ctx.has(capFlushPersistent) {
+			return fmt.Errorf("uverbs post send: FLUSH to persistence: the device does not report FLUSH_PERSISTENT: %w", ErrNotSupported)
+		}
 		if wr.FlushLength > math.MaxUint32 {
 			return fmt.Errorf("uverbs post send: FLUSH of %d bytes: a work request carries at most %d: %w", wr.FlushLength, uint32(math.MaxUint32), errInvalid)
 		}
