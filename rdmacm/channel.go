@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/purerdma/rdma/internal/evfd"
 	"sync"
 	"sync/atomic"
 
@@ -42,6 +43,17 @@ func NewEventChannel() (*EventChannel, error) {
 // is readable when Next would return without waiting (or after skipping
 // events of IDs closed meanwhile). Valid until Close.
 func (ch *EventChannel) Fd() int { return ch.f.Fd() }
+
+// SyscallConn is the channel's fd as a syscall.RawConn registered with
+// the runtime poller, the Go way to use it in one's own loop: Control
+// runs a function with the fd while it is open, Read waits for
+// readiness without holding a thread. Events are still taken with Next.
+func (ch *EventChannel) SyscallConn() (evfd.RawConn, error) {
+	if ch.closed.Load() {
+		return nil, fmt.Errorf("rdmacm: event channel: %w", ErrClosed)
+	}
+	return ch.f.SyscallConn(), nil
+}
 
 // Close destroys the IDs still on the channel (as ID.Close does), then
 // closes it (rdma_destroy_event_channel). A waiting Next returns

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"fmt"
+	"github.com/purerdma/rdma/internal/evfd"
 	"strconv"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -226,6 +227,20 @@ func (c *Context) noteAsyncEvent(ev AsyncEvent) {
 // for a caller's own epoll loop: it is readable when AsyncEvent would
 // return at once. Read events with AsyncEvent, not from the descriptor.
 // It is valid until Close, and -1 after (and for a nil Context).
+// AsyncConn is the async event fd as a syscall.RawConn registered with
+// the runtime poller, the Go way to use the fd in one's own loop:
+// Control gives the fd while it is open, Read waits for an event
+// without holding a thread. It fails after Close.
+func (c *Context) AsyncConn() (evfd.RawConn, error) {
+	if c == nil {
+		return nil, errNil("Context.AsyncConn", "Context")
+	}
+	if c.closed.Load() {
+		return nil, errClosedContext
+	}
+	return c.async.SyscallConn(), nil
+}
+
 func (c *Context) AsyncFd() int {
 	if c == nil {
 		return -1

@@ -85,6 +85,22 @@ func (ch *CompChannel) file() (*evfd.File, error) {
 	return ch.f, nil
 }
 
+// SyscallConn is the channel's fd as a syscall.RawConn registered with
+// the runtime poller, the Go way to use it in one's own loop (Fd gives
+// the bare number): Control runs a function with the fd while it is
+// open, Read waits for readiness without holding a thread. It fails
+// after Close.
+func (ch *CompChannel) SyscallConn() (evfd.RawConn, error) {
+	if ch == nil {
+		return nil, errNil("CompChannel.SyscallConn", "CompChannel")
+	}
+	f, err := ch.file()
+	if err != nil {
+		return nil, err
+	}
+	return f.SyscallConn(), nil
+}
+
 // Close closes the channel (ibv_destroy_comp_channel); it fails with
 // EBUSY while CQs use it.
 func (ch *CompChannel) Close() error {

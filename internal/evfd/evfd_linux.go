@@ -96,6 +96,15 @@ func (f *File) Write(b []byte) (n int, err error) {
 	return n, err
 }
 
+// RawConn is syscall.RawConn, named here so that packages that may not
+// import syscall can hand one out.
+type RawConn = syscall.RawConn
+
+// SyscallConn is the fd's raw connection, registered with the runtime
+// poller: Control runs a function with the fd while it is open, and
+// Read and Write wait for readiness in the poller.
+func (f *File) SyscallConn() RawConn { return f.rc }
+
 // Fd returns the descriptor number, for a caller's own epoll, or -1
 // after Close. The number is valid until Close.
 func (f *File) Fd() int {

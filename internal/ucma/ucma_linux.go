@@ -59,6 +59,9 @@ func (f *File) Close() error { return f.f.Close() }
 // Fd is the descriptor number, valid until Close.
 func (f *File) Fd() int { return f.f.Fd() }
 
+// SyscallConn is the channel fd's raw connection (see evfd.File).
+func (f *File) SyscallConn() evfd.RawConn { return f.f.SyscallConn() }
+
 const sizeofHdr = int(unsafe.Sizeof(abi.UCMCmdHdr{}))
 
 // Commands are built in sys.Scratch blocks, outside the Go heap: the
