@@ -27,6 +27,9 @@ type CQConfig struct {
 	CompVector int
 	// TD, if set, makes Poll lock-free: one goroutine at a time only.
 	TD *TD
+	// ParentDomain, if set, gives the CQ its thread domain when TD is
+	// nil (ibv_cq_init_attr_ex.parent_domain).
+	ParentDomain *PD
 }
 
 // CQ is a completion queue (ibv_cq). Poll reads completions from memory
@@ -65,6 +68,15 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 		if err := cfg.Channel.usable(c); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.ParentDomain != nil {
+		if cfg.ParentDomain.td == nil {
+			return nil, fmt.Errorf("uverbs: CreateCQ: ParentDomain is a plain PD, not a parent domain: %w", errInvalid)
+		}
+		if err := cfg.ParentDomain.usable(c); err != nil {
+			return nil, err
+		}
+		cfg.TD = cfg.ParentDomain.inheritTD(cfg.TD)
 	}
 	if cfg.TD != nil {
 		if err := cfg.TD.usable(c); err != nil {

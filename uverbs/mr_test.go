@@ -33,7 +33,7 @@ func ForceForkMode(m ForkMode) (restore func()) {
 // comes before a kernel call.
 func fakePD(coreSupport uint64) *PD {
 	c := &Context{dev: Device{Name: "fake0"}, coreSupport: coreSupport}
-	return &PD{resource{ctx: c, kind: "PD", handle: 1}}
+	return &PD{resource: resource{ctx: c, kind: "PD", handle: 1}}
 }
 
 func TestMRAccess(t *testing.T) {

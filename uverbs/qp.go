@@ -155,6 +155,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	if err := pd.alive(); err != nil {
 		return nil, err
 	}
+	cfg.TD = pd.inheritTD(cfg.TD)
 	if err := validateQPConfig(c, &cfg); err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	if err := pd.alive(); err != nil {
 		return nil, err
 	}
+	cfg.TD = pd.inheritTD(cfg.TD)
 	if cfg.MaxWR == 0 || cfg.MaxSGE == 0 {
 		return nil, fmt.Errorf("uverbs: CreateSRQ: MaxWR and MaxSGE must be at least 1: %w", errInvalid)
 	}
