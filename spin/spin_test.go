@@ -25,13 +25,14 @@ func spinFor(t *testing.T, w *Waiter, d time.Duration) time.Duration {
 }
 
 // checkYields fails unless a Waiter with interval yielded at least once
-// and at most once per interval over elapsed, and not much less often
-// than that either (a fifth, for a loaded machine that takes the CPU
-// away from the loop).
+// and at most once per interval over elapsed. How often it yields at
+// least depends on how much CPU the loop got, which a loaded machine
+// (CI with VMs booting beside it) does not promise: no lower bound
+// past one is asserted.
 func checkYields(t *testing.T, w *Waiter, interval, elapsed time.Duration) {
 	t.Helper()
 	most := uint64(elapsed/interval) + 1
-	least := max(most/5, 1)
+	least := uint64(1)
 	if y := w.Yields(); y < least || y > most {
 		t.Errorf("%d yields in %v at one per %v, want %d-%d", y, elapsed, interval, least, most)
 	}
@@ -90,10 +91,11 @@ func TestSpinSlowCalls(t *testing.T) {
 	if w.stride != 1 {
 		t.Errorf("stride %d after 1 ms calls, want 1", w.stride)
 	}
-	// One interval may be lost to the last long stride.
+	// One interval may be lost to the last long stride. At least one
+	// yield, not a rate: see checkYields.
 	most := uint64(elapsed/interval) + 1
-	if y := w.Yields() - y0; y < most/3 || y > most {
-		t.Errorf("%d yields in %v of 1 ms calls at one per %v, want %d-%d", y, elapsed, interval, most/3, most)
+	if y := w.Yields() - y0; y < 1 || y > most {
+		t.Errorf("%d yields in %v of 1 ms calls at one per %v, want 1-%d", y, elapsed, interval, most)
 	}
 }
 
