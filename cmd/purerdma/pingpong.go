@@ -33,7 +33,8 @@ func init() {
 		name: "pingpong",
 		usage: "  pingpong rc|uc|ud|srq [flags] [HOST]     exchange messages with ibv_{rc,uc,ud,srq}_pingpong, a server without HOST\n" +
 			"                                           flags: -d DEV -i IBPORT -g GIDIDX -s SIZE -n ITERS -r RXDEPTH -e -p TCPPORT\n" +
-			"                                           -m MTU -l SL -c, -q NUMQP (srq); pingpong rc -h lists them\n",
+			"                                           -m MTU -l SL -c, -q NUMQP (srq), -json; pingpong rc -h lists them\n",
+		help: ppHelp(ppRC),
 		run: func(ctx context.Context, args []string, stdout, _ io.Writer) error {
 			return pingpongCmd(ctx, args, stdout)
 		},
@@ -135,6 +136,11 @@ func ppHelp(k ppKind) string {
 	fmt.Fprintf(&b, "  -e, --events           sleep on CQ events (default poll)\n")
 	fmt.Fprintf(&b, "  -g, --gid-idx=<gid index> local port gid index (RoCE needs one)\n")
 	fmt.Fprintf(&b, "  -c, --chk              validate received buffer\n")
+	fmt.Fprintf(&b, "  -json, --json          print only a summary, as one JSON object: test, role, size,\n")
+	fmt.Fprintf(&b, "                         iters, bytes, seconds, mbit_per_sec, usec_per_iter\n")
+	fmt.Fprintf(&b, "\nExamples:\n")
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1\n", k)
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1 -n 10000 -json 198.18.0.1\n", k)
 	return b.String()
 }
 
