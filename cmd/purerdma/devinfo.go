@@ -26,7 +26,7 @@ import (
 
 func init() {
 	register(command{
-		name:  "devinfo",
+		name: "devinfo",
 		usage: "  devinfo [-d DEV] [-i PORT] [-v] [-l] [-json]\n" +
 			"                                           print device and port attributes, as ibv_devinfo does\n",
 		help: `Flags (ibv_devinfo's; long forms too: --ib-dev=DEV, --ib-port=PORT, --verbose, --list):
