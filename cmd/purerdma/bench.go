@@ -290,7 +290,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	stopProgress := newProgress(stderr).ticker(func(d time.Duration) string {
+		return fmt.Sprintf("bench %v: running for %v", cfg.test, d.Truncate(time.Second))
+	})
 	res, err := benchRun(ctx, &cfg)
+	stopProgress()
 	if err := errors.Join(err, stop()); err != nil {
 		return err
 	}
