@@ -257,7 +257,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		io.WriteString(stderr, usage())
 		return 2
 	default:
-		fmt.Fprintf(stderr, "purerdma: %v\n", err)
+		fmt.Fprintf(stderr, "purerdma: %v\n", memlockHint(err))
 		return 1
 	}
 }
