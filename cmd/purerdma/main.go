@@ -19,7 +19,7 @@
 // # JSON output
 //
 // The listings (devices, devinfo, link show) and the measurements
-// (pingpong, ping's client, bench) take -json: stdout then holds one
+// (pingpong, bench) take -json: stdout then holds one
 // JSON document per invocation instead of the text, with snake_case
 // field names that stay stable:
 //
@@ -35,9 +35,8 @@
 //     "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc",
 //     "link_layer"}]}]}; with -l {"devices": [{"hca_id"}]}
 //   - pingpong: {"test", "role", "size", "iters", "bytes", "seconds",
-//     "mbit_per_sec", "usec_per_iter"}
-//   - ping (client): {"role", "pings", "size", "seconds",
-//     "usec_per_ping"}
+//     "mbit_per_sec", "usec_per_iter", "invalid_pages"} (the bytes both
+//     ways, as the text's; invalid_pages counts the server's -c failures)
 //   - bench and bench connect: the fields docs/performance.md lists.
 //
 // # Exit status

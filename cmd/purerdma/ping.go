@@ -89,13 +89,10 @@ Options:
   -p port     port (default 7174)
   -P          persistent server: serve connections concurrently until stopped
   -q          use a self-created, self-modified QP
-  -json       client: print a summary as one JSON object instead of the
-              pings' lines: {"role", "pings", "size", "seconds", "usec_per_ping"}
 
 Examples:
   purerdma ping -s -a 198.18.0.1 -p 7174
   purerdma ping -c -a 198.18.0.1 -p 7174 -C 10 -v -V
-  purerdma ping -c -a 198.18.0.1 -C 1000 -json
 `
 
 func pingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
