@@ -36,9 +36,37 @@ func init() {
 			"                                           -allocprofile FILE\n" +
 			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json] [-accepters N] [-percq]\n" +
 			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n",
-		run: benchCmd,
+		help: benchHelp,
+		run:  benchCmd,
 	})
 }
+
+const benchHelp = `Flags of bench TEST (perftest's defaults):
+  -d DEV           device (default: the first)
+  -i PORT          device port (default 1)
+  -x GIDIDX        GID index (default: the port's RoCE v2 IPv4 GID)
+  -s SIZE          message size in bytes
+  -n ITERS         measured iterations
+  -w WARMUP        iterations before them
+  -t TXDEPTH       send queue depth (bandwidth tests)
+  -Q CQMOD         signal every CQMOD-th send (bandwidth tests)
+  -p TCPPORT       the TCP port of the exchange (default 18515)
+  -json            print the result as one JSON object (docs/performance.md lists the fields)
+  -yield DUR       let the Go scheduler run this often while busy polling
+  -cpuprofile FILE, -allocprofile FILE   write profiles
+
+Flags of bench connect: bench connect -h lists them; -json prints one JSON object
+(total_ms, max_ms, min_us, us_per_conn and the steps' times).
+
+On a terminal, the run shows its progress on stderr.
+
+Examples:
+  purerdma bench write_lat -d rxe0                 (the server)
+  purerdma bench write_lat -d rxe0 198.18.0.1      (the client)
+  purerdma bench send_bw -s 65536 -n 5000 -json 198.18.0.1
+  purerdma bench connect -b 198.18.0.1 -c 100
+  purerdma bench connect -s 198.18.0.1 -c 100 -json
+`
 
 // benchConfig is a parsed bench command line.
 type benchConfig struct {
@@ -81,8 +109,8 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	if len(args) == 0 {
 		return benchConfig{}, usageError("bench needs a test: one of write_lat, read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw, connect")
 	}
-	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		return benchConfig{}, errUsage
+	if isHelpFlag(args[0]) {
+		return benchConfig{}, errHelp
 	}
 	test, err := bench.ParseTest(args[0])
 	if err != nil {
@@ -107,7 +135,9 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	rest := args[1:]
 	var pos []string
 	for {
-		if err := fs.Parse(rest); err != nil {
+		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
+			return benchConfig{}, errHelp
+		} else if err != nil {
 			return benchConfig{}, usageError("bench %v: %v", test, err)
 		}
 		rest = fs.Args()
@@ -260,7 +290,11 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	stopProgress := newProgress(stderr).ticker(func(d time.Duration) string {
+		return fmt.Sprintf("bench %v: running for %v", cfg.test, d.Truncate(time.Second))
+	})
 	res, err := benchRun(ctx, &cfg)
+	stopProgress()
 	if err := errors.Join(err, stop()); err != nil {
 		return err
 	}

@@ -62,7 +62,9 @@ func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
 	fs.IntVar(&o.accepters, "accepters", 1, "server: goroutines that create QPs and accept, each taking the next request (cmtime has one thread); 0 handles every event in the event loop")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (runtime/pprof) to this file")
 	fs.StringVar(&o.allocProfile, "allocprofile", "", "record every allocation and write the profile to this file at the end (slows the run)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return o, errHelp
+	} else if err != nil {
 		return o, usageError("bench connect: %v", err)
 	}
 	if fs.NArg() != 0 {

@@ -26,8 +26,25 @@ import (
 
 func init() {
 	register(command{
-		name:  "devinfo",
-		usage: "  devinfo [-d DEV] [-i PORT] [-v] [-l]     print device and port attributes, as ibv_devinfo does\n",
+		name: "devinfo",
+		usage: "  devinfo [-d DEV] [-i PORT] [-v] [-l] [-json]\n" +
+			"                                           print device and port attributes, as ibv_devinfo does\n",
+		help: `Flags (ibv_devinfo's; long forms too: --ib-dev=DEV, --ib-port=PORT, --verbose, --list):
+  -d DEV    only this device (default: all)
+  -i PORT   only this port (default: all)
+  -v        all the attributes, GIDs included
+  -l        only the names of the devices
+  -json     print {"devices": [...]}: each device's hca_id, transport, fw_ver,
+            node_guid, sys_image_guid, vendor_id, vendor_part_id, hw_ver, board_id,
+            phys_port_cnt and ports (port, state, max_mtu, active_mtu, sm_lid,
+            port_lid, port_lmc, link_layer); with -l only the hca_id of each
+
+Examples:
+  purerdma devinfo
+  purerdma devinfo -d rxe0 -i 1 -v
+  purerdma devinfo -l
+  purerdma devinfo -json
+`,
 		run: func(_ context.Context, args []string, stdout, _ io.Writer) error {
 			return devinfoCmd(args, stdout)
 		},
@@ -58,6 +75,7 @@ type devinfoOptions struct {
 	port    int    // -i: only this port; 0 for all
 	verbose bool   // -v
 	list    bool   // -l: only the device names
+	json    bool   // -json
 }
 
 // parseDevinfoArgs parses ibv_devinfo's options the way its getopt_long
@@ -70,7 +88,8 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 		name   string
 		short  byte
 		hasArg bool
-	}{{"ib-dev", 'd', true}, {"ib-port", 'i', true}, {"list", 'l', false}, {"verbose", 'v', false}}
+	}{{"ib-dev", 'd', true}, {"ib-port", 'i', true}, {"list", 'l', false}, {"verbose", 'v', false},
+		{"help", 'h', false}, {"json", 'j', false}}
 	set := func(opt byte, val string) error {
 		switch opt {
 		case 'd':
@@ -85,12 +104,18 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 			o.list = true
 		case 'v':
 			o.verbose = true
+		case 'j':
+			o.json = true
+		case 'h':
+			return errHelp
 		}
 		return nil
 	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
+		case a == "-json":
+			o.json = true
 		case a == "--":
 			if i+1 < len(args) {
 				return o, usageError("devinfo takes no arguments but options, got %q", args[i+1])
@@ -136,6 +161,8 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 				switch opt := a[k]; opt {
 				case 'l', 'v':
 					set(opt, "")
+				case 'h':
+					return o, errHelp
 				case 'd', 'i':
 					val := a[k+1:]
 					if val == "" {
@@ -170,6 +197,9 @@ func devinfoCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.json {
+		return devinfoJSONCmd(stdout, devs, o)
+	}
 	if o.list {
 		s := "s"
 		if len(devs) == 1 {
@@ -197,6 +227,100 @@ func devinfoCmd(args []string, stdout io.Writer) error {
 		errs = append(errs, printHCA(stdout, d, o))
 	}
 	return errors.Join(errs...)
+}
+
+// devinfoJSON is one device of "devinfo -json".
+type devinfoJSON struct {
+	HCAID        string            `json:"hca_id"`
+	Transport    string            `json:"transport,omitempty"`
+	FWVer        string            `json:"fw_ver,omitempty"`
+	NodeGUID     string            `json:"node_guid,omitempty"`      // as ibv_devinfo: 0002:c903:00a0:b0c0
+	SysImageGUID string            `json:"sys_image_guid,omitempty"` // the same
+	VendorID     *uint32           `json:"vendor_id,omitempty"`
+	VendorPartID *uint32           `json:"vendor_part_id,omitempty"`
+	HWVer        *uint32           `json:"hw_ver,omitempty"`
+	BoardID      string            `json:"board_id,omitempty"`
+	PhysPortCnt  *int              `json:"phys_port_cnt,omitempty"`
+	Ports        []devinfoPortJSON `json:"ports,omitempty"`
+}
+
+type devinfoPortJSON struct {
+	Port      int    `json:"port"`
+	State     string `json:"state"`
+	MaxMTU    int    `json:"max_mtu"`    // bytes
+	ActiveMTU int    `json:"active_mtu"` // bytes
+	SMLID     uint16 `json:"sm_lid"`
+	PortLID   uint16 `json:"port_lid"`
+	PortLMC   uint8  `json:"port_lmc"`
+	LinkLayer string `json:"link_layer"`
+}
+
+// devinfoJSONCmd prints the devices (or with -l their names) as one
+// JSON document.
+func devinfoJSONCmd(stdout io.Writer, devs []uverbs.Device, o devinfoOptions) error {
+	if o.dev != "" {
+		d, err := findDevice(o.dev)
+		if err != nil {
+			return fmt.Errorf("devinfo: %w", err)
+		}
+		devs = []uverbs.Device{d}
+	} else if len(devs) == 0 && !o.list {
+		return fmt.Errorf("devinfo: %w", noDevicesError())
+	}
+	out := struct {
+		Devices []devinfoJSON `json:"devices"`
+	}{Devices: []devinfoJSON{}}
+	for _, d := range devs {
+		if o.list {
+			out.Devices = append(out.Devices, devinfoJSON{HCAID: d.Name})
+			continue
+		}
+		j, err := hcaJSON(d, o)
+		if err != nil {
+			return err
+		}
+		out.Devices = append(out.Devices, j)
+	}
+	return writeJSON(stdout, out)
+}
+
+// hcaJSON queries one device for devinfo -json.
+func hcaJSON(dev uverbs.Device, o devinfoOptions) (_ devinfoJSON, err error) {
+	ctx, err := openDevice(dev)
+	if err != nil {
+		return devinfoJSON{}, fmt.Errorf("devinfo: %s: %w", dev.Name, err)
+	}
+	defer func() {
+		if cerr := ctx.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("devinfo: %s: %w", dev.Name, cerr)
+		}
+	}()
+	a, err := ctx.QueryDevice()
+	if err != nil {
+		return devinfoJSON{}, fmt.Errorf("devinfo: %s: %w", dev.Name, err)
+	}
+	if o.port > a.PhysPortCnt {
+		return devinfoJSON{}, fmt.Errorf("devinfo: %s has no port %d (it has %d)", dev.Name, o.port, a.PhysPortCnt)
+	}
+	j := devinfoJSON{
+		HCAID: dev.Name, Transport: transportStr(dev.Transport), FWVer: a.FWVer,
+		NodeGUID: a.NodeGUID.Colon(), SysImageGUID: a.SysImageGUID.Colon(),
+		VendorID: &a.VendorID, VendorPartID: &a.VendorPartID, HWVer: &a.HWVer, BoardID: a.BoardID,
+		PhysPortCnt: &a.PhysPortCnt, Ports: []devinfoPortJSON{},
+	}
+	for port := 1; port <= a.PhysPortCnt; port++ {
+		if o.port != 0 && port != o.port {
+			continue
+		}
+		pa, err := ctx.QueryPort(port)
+		if err != nil {
+			return devinfoJSON{}, fmt.Errorf("devinfo: %s: %w", dev.Name, err)
+		}
+		j.Ports = append(j.Ports, devinfoPortJSON{Port: port, State: portStateStr(pa.State),
+			MaxMTU: pa.MaxMTU.Bytes(), ActiveMTU: pa.ActiveMTU.Bytes(), SMLID: pa.SMLID, PortLID: pa.LID,
+			PortLMC: pa.LMC, LinkLayer: linkLayerStr(pa.LinkLayer)})
+	}
+	return j, nil
 }
 
 // printHCA prints one device, as print_hca_cap does.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -685,5 +686,49 @@ func TestDevinfoStrings(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+func TestDevinfoJSON(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"devinfo", "-json"}, `{"devices":[{"hca_id":"rxe0","transport":"InfiniBand","fw_ver":"0.0.0",` +
+			`"node_guid":"0000:0000:0000:0001","sys_image_guid":"0000:0000:0000:0001","vendor_id":16777215,` +
+			`"vendor_part_id":0,"hw_ver":0,"phys_port_cnt":1,"ports":[{"port":1,"state":"PORT_ACTIVE",` +
+			`"max_mtu":4096,"active_mtu":1024,"sm_lid":0,"port_lid":0,"port_lmc":0,"link_layer":"Ethernet"}]}]}`},
+		{[]string{"devinfo", "--json", "-d", "rxe0", "-i", "1", "-v"}, ""}, // the same
+		{[]string{"devinfo", "-l", "-json"}, `{"devices":[{"hca_id":"rxe0"}]}`},
+	} {
+		useDevinfoFakes(t, []uverbs.Device{rxeDev("rxe0", 1)}, map[string]*fakeDevinfo{"rxe0": rxeFake(t, 1, "198.18.0.1")})
+		code, stdout, stderr := runArgs(tt.args...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("%q = %d, stderr %q", tt.args, code, stderr)
+		}
+		var got any
+		dec := json.NewDecoder(strings.NewReader(stdout))
+		if err := dec.Decode(&got); err != nil || dec.More() {
+			t.Fatalf("%q: not one JSON document (%v): %q", tt.args, err, stdout)
+		}
+		want := tt.want
+		if want == "" {
+			want = `{"devices":[{"hca_id":"rxe0","transport":"InfiniBand","fw_ver":"0.0.0",` +
+				`"node_guid":"0000:0000:0000:0001","sys_image_guid":"0000:0000:0000:0001","vendor_id":16777215,` +
+				`"vendor_part_id":0,"hw_ver":0,"phys_port_cnt":1,"ports":[{"port":1,"state":"PORT_ACTIVE",` +
+				`"max_mtu":4096,"active_mtu":1024,"sm_lid":0,"port_lid":0,"port_lmc":0,"link_layer":"Ethernet"}]}]}`
+		}
+		var w any
+		if err := json.Unmarshal([]byte(want), &w); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(w, got); diff != "" {
+			t.Errorf("%q mismatch (-want +got):\n%s", tt.args, diff)
+		}
+	}
+	useDevinfoFakes(t, []uverbs.Device{rxeDev("rxe0", 1)}, nil)
+	code, stdout, stderr := runArgs("devinfo", "-json", "-d", "rxe9")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, `no RDMA device named "rxe9"; the RDMA devices here: rxe0`) {
+		t.Errorf("an unknown device = %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

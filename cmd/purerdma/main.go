@@ -1,14 +1,67 @@
-// Command purerdma inspects and manages RDMA devices without libibverbs or
-// iproute2:
+// Command purerdma inspects and manages RDMA devices and measures them,
+// without libibverbs, librdmacm or iproute2:
 //
-//	purerdma devices                                 list devices, like ibv_devices
-//	purerdma link [show|list] [DEV[/PORT]]           list ports, like rdma link
+//	purerdma devices [-json]                         list devices, like ibv_devices
+//	purerdma devinfo [-d DEV] [-i PORT] [-v] [-l] [-json]
+//	                                                 device and port attributes, like ibv_devinfo
+//	purerdma link [show|list] [-json] [DEV[/PORT]]   list ports, like rdma link
 //	purerdma link add NAME type TYPE netdev NETDEV   add a software device (rxe, siw)
 //	purerdma link del NAME                           remove a software device
+//	purerdma pingpong rc|uc|ud|srq [flags] [HOST]    ibv_{rc,uc,ud,srq}_pingpong
+//	purerdma ping -s|-c [flags]                      rping
+//	purerdma bench TEST [flags] [SERVER]             perftest-like latency and bandwidth
+//	purerdma bench connect (-b ADDR | -s SERVER)     cmtime-like connection set-up times
+//	purerdma help [COMMAND]                          this list, or one command's help
+//
+// Every command takes -h (or --help), which prints its usage, flags and
+// example command lines to stdout and exits with status 0.
+//
+// # JSON output
+//
+// The listings (devices, devinfo, link show) and the measurements
+// (pingpong, bench) take -json: stdout then holds one
+// JSON document per invocation instead of the text, with snake_case
+// field names that stay stable:
+//
+//   - devices: {"devices": [{"name", "node_guid", "sys_image_guid",
+//     "node_type", "transport", "node_desc", "fw_ver", "driver",
+//     "uverbs_device", "dev_path", "ports": [{"port", "state",
+//     "physical_state", "link_layer", "netdev"}]}]}
+//   - link show: {"links": [{"device", "port", "state",
+//     "physical_state", "netdev"}]}
+//   - devinfo: {"devices": [{"hca_id", "transport", "fw_ver",
+//     "node_guid", "sys_image_guid", "vendor_id", "vendor_part_id",
+//     "hw_ver", "board_id", "phys_port_cnt", "ports": [{"port", "state",
+//     "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc",
+//     "link_layer"}]}]}; with -l {"devices": [{"hca_id"}]}
+//   - pingpong: {"test", "role", "size", "iters", "bytes", "seconds",
+//     "mbit_per_sec", "usec_per_iter", "invalid_pages"} (the bytes both
+//     ways, as the text's; invalid_pages counts the server's -c failures)
+//   - bench and bench connect: the fields docs/performance.md lists.
+//
+// # Exit status
+//
+//	0  success; also -h and help
+//	1  the operation failed: a kernel error, no RDMA device or no such
+//	   device, a peer that failed or went away, an interrupt
+//	2  a bad command line (the usage follows the message on stderr)
+//
+// Errors say what to do about them: a machine without RDMA devices gets
+// the command that adds a soft-RoCE device, an unknown device name the
+// list of the devices there are, and a memory registration refused for
+// the locked-memory limit (RLIMIT_MEMLOCK) the current limit and how to
+// raise it.
+//
+// # Progress
+//
+// When stderr is a terminal, pingpong and bench show a progress line
+// there, rewritten in place a few times a second and erased at the end;
+// when stderr is a file or a pipe they print none.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,7 +89,10 @@ func main() {
 type command struct {
 	name  string
 	usage string // one or more "  name args   description" lines
-	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// help is what "-h" prints after usage: the flags and an
+	// "Examples:" section of command lines.
+	help string
+	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 var commands = map[string]command{}
@@ -63,7 +119,33 @@ func usage() string {
 			b.WriteString("\n")
 		}
 	}
+	b.WriteString(exitText)
 	return b.String()
+}
+
+// commandHelp is what "purerdma CMD -h" prints.
+func commandHelp(c command) string {
+	var b strings.Builder
+	b.WriteString("usage:\n")
+	b.WriteString(c.usage)
+	if !strings.HasSuffix(c.usage, "\n") {
+		b.WriteString("\n")
+	}
+	if c.help != "" {
+		b.WriteString("\n")
+		b.WriteString(c.help)
+		if !strings.HasSuffix(c.help, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n")
+	b.WriteString(exitText)
+	return b.String()
+}
+
+// isHelpFlag reports whether arg asks for help.
+func isHelpFlag(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 // linkClient is what the link commands need from *rdmanl.Conn; tests
@@ -88,13 +170,63 @@ var (
 )
 
 const usageText = `usage: purerdma <command> [arguments]
+       purerdma help [command]      (or purerdma <command> -h) for a command's flags and examples
 
 commands:
-  devices                                  list RDMA devices and their node GUIDs
-  link [show|list] [DEV[/PORT]]            list the ports of RDMA devices
-  link add NAME type TYPE netdev NETDEV    add a software RDMA device (type rxe or siw)
-  link del NAME                            remove a software RDMA device
 `
+
+// exitText documents the exit statuses.
+const exitText = `exit status: 0 success, 1 the operation failed, 2 bad command line
+`
+
+func init() {
+	register(command{
+		name:  "devices",
+		usage: "  devices [-json]                          list RDMA devices and their node GUIDs\n",
+		help: `Flags:
+  -json   print {"devices": [...]}: each device's name, node_guid, sys_image_guid,
+          node_type, transport, node_desc, fw_ver, driver, uverbs_device, dev_path
+          and ports (port, state, physical_state, link_layer, netdev)
+
+Examples:
+  purerdma devices
+  purerdma devices -json
+`,
+		run: func(_ context.Context, args []string, stdout, _ io.Writer) error {
+			jsonOut := false
+			for _, a := range args {
+				if a != "-json" && a != "--json" {
+					return usageError("devices takes no arguments but -json")
+				}
+				jsonOut = true
+			}
+			return devices(stdout, jsonOut)
+		},
+	})
+	register(command{
+		name: "link",
+		usage: "  link [show|list] [-json] [DEV[/PORT]]    list the ports of RDMA devices\n" +
+			"  link add NAME type TYPE netdev NETDEV    add a software RDMA device (type rxe or siw)\n" +
+			"  link del NAME                            remove a software RDMA device\n",
+		help: `Flags of link show:
+  -json   print {"links": [...]}: each port's device, port, state, physical_state
+          and netdev (the network interface under a RoCE or iWARP port, or "")
+
+Adding and removing devices needs root (CAP_NET_ADMIN) and the kernel's
+rdma_rxe (type rxe) or siw module.
+
+Examples:
+  purerdma link
+  purerdma link show rxe0/1
+  purerdma link show -json
+  purerdma link add rxe0 type rxe netdev eth0
+  purerdma link del rxe0
+`,
+		run: func(_ context.Context, args []string, stdout, _ io.Writer) error {
+			return link(args, stdout)
+		},
+	})
+}
 
 // errUsage marks a command line that cannot be run; run prints the usage.
 var errUsage = errors.New("usage")
@@ -124,7 +256,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		io.WriteString(stderr, usage())
 		return 2
 	default:
-		fmt.Fprintf(stderr, "purerdma: %v\n", err)
+		fmt.Fprintf(stderr, "purerdma: %v\n", memlockHint(err))
 		return 1
 	}
 }
@@ -134,27 +266,58 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		return errUsage
-	case "devices":
-		if len(args) > 1 {
-			return usageError("devices takes no arguments")
+	case "-h", "-help", "--help":
+		io.WriteString(stdout, usage())
+		return nil
+	case "help":
+		switch len(args) {
+		case 1:
+			io.WriteString(stdout, usage())
+			return nil
+		case 2:
+			c, ok := commands[args[1]]
+			if !ok {
+				return usageError("help: unknown command %q", args[1])
+			}
+			io.WriteString(stdout, commandHelp(c))
+			return nil
 		}
-		return devices(stdout)
-	case "link":
-		return link(args[1:], stdout)
+		return usageError("help takes at most one command")
 	}
-	if c, ok := commands[args[0]]; ok {
-		return c.run(ctx, args[1:], stdout, stderr)
+	c, ok := commands[args[0]]
+	if !ok {
+		return usageError("unknown command %q", args[0])
 	}
-	return usageError("unknown command %q", args[0])
+	if len(args) > 1 && isHelpFlag(args[1]) {
+		io.WriteString(stdout, commandHelp(c))
+		return nil
+	}
+	err := c.run(ctx, args[1:], stdout, stderr)
+	if errors.Is(err, errHelp) {
+		io.WriteString(stdout, commandHelp(c))
+		return nil
+	}
+	return err
 }
 
-// devices prints the devices in ibv_devices' format.
-func devices(stdout io.Writer) error {
+// errHelp is what a command returns when a -h among its flags asks for
+// its help, which dispatch prints.
+var errHelp = errors.New("help requested")
+
+// devices prints the devices in ibv_devices' format, or as JSON.
+func devices(stdout io.Writer, jsonOut bool) error {
 	devs, err := listDevices()
 	if err != nil {
 		return err
+	}
+	if jsonOut {
+		out := struct {
+			Devices []deviceJSON `json:"devices"`
+		}{Devices: []deviceJSON{}}
+		for _, d := range devs {
+			out.Devices = append(out.Devices, newDeviceJSON(d))
+		}
+		return writeJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "    %-16s\t   node GUID\n", "device")
 	fmt.Fprintf(stdout, "    %-16s\t----------------\n", "------")
@@ -164,21 +327,80 @@ func devices(stdout io.Writer) error {
 	return nil
 }
 
+// deviceJSON is one device of "devices -json".
+type deviceJSON struct {
+	Name         string     `json:"name"`
+	NodeGUID     string     `json:"node_guid"`      // 16 hex digits, as the text
+	SysImageGUID string     `json:"sys_image_guid"` // 16 hex digits
+	NodeType     string     `json:"node_type"`
+	Transport    string     `json:"transport"`
+	NodeDesc     string     `json:"node_desc"`
+	FWVersion    string     `json:"fw_ver"`
+	Driver       string     `json:"driver"`
+	UverbsDevice string     `json:"uverbs_device"`
+	DevPath      string     `json:"dev_path"`
+	Ports        []portJSON `json:"ports"`
+}
+
+type portJSON struct {
+	Port          int    `json:"port"`
+	State         string `json:"state"`
+	PhysicalState string `json:"physical_state"`
+	LinkLayer     string `json:"link_layer"`
+	Netdev        string `json:"netdev"`
+}
+
+func newDeviceJSON(d uverbs.Device) deviceJSON {
+	j := deviceJSON{
+		Name: d.Name, NodeGUID: d.NodeGUID.String(), SysImageGUID: d.SysImageGUID.String(),
+		NodeType: d.NodeType.String(), Transport: d.Transport.String(), NodeDesc: d.NodeDesc,
+		FWVersion: d.FWVersion, Driver: d.DriverName, UverbsDevice: d.UverbsName, DevPath: d.DevPath,
+		Ports: []portJSON{},
+	}
+	for _, p := range d.Ports {
+		j.Ports = append(j.Ports, portJSON{Port: p.Num, State: p.State.String(), PhysicalState: p.PhysState,
+			LinkLayer: p.LinkLayer, Netdev: p.Netdev})
+	}
+	return j
+}
+
+// writeJSON writes v as the one JSON document of an invocation.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func link(args []string, stdout io.Writer) error {
 	verb := "show"
-	if len(args) > 0 {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		verb, args = args[0], args[1:]
+	}
+	if slices.ContainsFunc(args, isHelpFlag) {
+		return errHelp
 	}
 	switch verb {
 	case "show", "list":
-		if len(args) > 1 {
+		jsonOut := false
+		var filters []string
+		for _, a := range args {
+			switch {
+			case a == "-json" || a == "--json":
+				jsonOut = true
+			case strings.HasPrefix(a, "-"):
+				return usageError("link %s: unknown flag %q", verb, a)
+			default:
+				filters = append(filters, a)
+			}
+		}
+		if len(filters) > 1 {
 			return usageError("link %s takes at most one device", verb)
 		}
 		filter := ""
-		if len(args) == 1 {
-			filter = args[0]
+		if len(filters) == 1 {
+			filter = filters[0]
 		}
-		return linkShow(filter, stdout)
+		return linkShow(filter, jsonOut, stdout)
 	case "add":
 		name, linkType, netdev, err := parseLinkAdd(args)
 		if err != nil {
@@ -190,8 +412,8 @@ func link(args []string, stdout io.Writer) error {
 			return usageError("link %s takes one device name", verb)
 		}
 		return withNetlink(func(c linkClient) error { return c.DelLink(args[0]) })
-	case "-h", "-help", "--help", "help":
-		return errUsage
+	case "help":
+		return errHelp
 	}
 	return usageError("unknown link command %q", verb)
 }
@@ -227,7 +449,7 @@ func parseLinkAdd(args []string) (name, linkType, netdev string, err error) {
 
 // linkShow prints the ports in the format of iproute2's "rdma link",
 // optionally only those of one device ("rxe0") or one port ("rxe0/1").
-func linkShow(filter string, stdout io.Writer) error {
+func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 	dev, port := filter, uint32(0)
 	if d, p, ok := strings.Cut(filter, "/"); ok {
 		n, err := strconv.ParseUint(p, 10, 32)
@@ -246,8 +468,18 @@ func linkShow(filter string, stdout io.Writer) error {
 		return err
 	}
 	shown := 0
+	var out struct {
+		Links []linkJSON `json:"links"`
+	}
+	out.Links = []linkJSON{}
 	for _, l := range links {
 		if dev != "" && l.DevName != dev || port != 0 && l.Port != port {
+			continue
+		}
+		if jsonOut {
+			out.Links = append(out.Links, linkJSON{Device: l.DevName, Port: l.Port, State: l.StateName(),
+				PhysicalState: l.PhysStateName(), Netdev: l.Netdev})
+			shown++
 			continue
 		}
 		fmt.Fprintf(stdout, "link %s/%d state %s physical_state %s", l.DevName, l.Port, l.StateName(), l.PhysStateName())
@@ -269,7 +501,19 @@ func linkShow(filter string, stdout io.Writer) error {
 		}
 		return fmt.Errorf("link show %s: %w; the RDMA devices here: %s", filter, rdmanl.ErrNoDevice, strings.Join(names, ", "))
 	}
+	if jsonOut {
+		return writeJSON(stdout, out)
+	}
 	return nil
+}
+
+// linkJSON is one port of "link show -json".
+type linkJSON struct {
+	Device        string `json:"device"`
+	Port          uint32 `json:"port"`
+	State         string `json:"state"`
+	PhysicalState string `json:"physical_state"`
+	Netdev        string `json:"netdev"`
 }
 
 // withNetlink runs f on a fresh RDMA netlink connection.

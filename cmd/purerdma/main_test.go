@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -77,12 +78,11 @@ func TestUsage(t *testing.T) {
 		message string // the line before the usage text, if any
 	}{
 		{nil, ""},
-		{[]string{"-h"}, ""},
-		{[]string{"--help"}, ""},
-		{[]string{"help"}, ""},
 		{[]string{"frobnicate"}, `purerdma: unknown command "frobnicate"`},
-		{[]string{"devices", "extra"}, "purerdma: devices takes no arguments"},
-		{[]string{"link", "-h"}, ""},
+		{[]string{"help", "frobnicate"}, `purerdma: help: unknown command "frobnicate"`},
+		{[]string{"help", "link", "devices"}, "purerdma: help takes at most one command"},
+		{[]string{"devices", "extra"}, "purerdma: devices takes no arguments but -json"},
+		{[]string{"link", "show", "-x"}, `purerdma: link show: unknown flag "-x"`},
 		{[]string{"link", "frob"}, `purerdma: unknown link command "frob"`},
 		{[]string{"link", "add"}, "purerdma: link add needs a device name"},
 		{[]string{"link", "add", "rxe0"}, "purerdma: link add needs both type and netdev"},
@@ -256,5 +256,160 @@ func TestThisHost(t *testing.T) {
 		t.Logf("link: %s", stderr)
 	default:
 		t.Errorf("link = %d, stderr %q", code, stderr)
+	}
+}
+
+// TestHelp asks every registered command for its help, in each way there
+// is: each prints its usage and example command lines on stdout and
+// exits 0.
+func TestHelp(t *testing.T) {
+	if len(commands) < 6 {
+		t.Fatalf("only %d commands registered", len(commands))
+	}
+	for name, c := range commands {
+		for _, args := range [][]string{{name, "-h"}, {name, "--help"}, {name, "-help"}, {"help", name}} {
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				useFakes(t, nil, &fakeClient{})
+				code, stdout, stderr := runArgs(args...)
+				if code != 0 || stderr != "" {
+					t.Errorf("exit status %d, stderr %q; want 0 and no errors", code, stderr)
+				}
+				if stdout != commandHelp(c) {
+					t.Errorf("stdout = %q, want the command's help", stdout)
+				}
+				if !strings.Contains(stdout, "Examples:\n  purerdma "+name) {
+					t.Errorf("the help has no example command line:\n%s", stdout)
+				}
+				if !strings.Contains(stdout, c.usage) || !strings.Contains(stdout, exitText) {
+					t.Errorf("the help lacks the usage or the exit statuses:\n%s", stdout)
+				}
+			})
+		}
+	}
+	// Help flags further along the command line.
+	for _, args := range [][]string{
+		{"link", "show", "-h"}, {"link", "help"}, {"devinfo", "-v", "--help"}, {"devinfo", "-lh"},
+		{"bench", "write_lat", "-h"}, {"bench", "connect", "-h"}, {"ping", "-s", "-h"},
+	} {
+		code, stdout, _ := runArgs(args...)
+		if want := commandHelp(commands[args[0]]); code != 0 || stdout != want {
+			t.Errorf("%q = %d, stdout %q; want 0 and the help", args, code, stdout)
+		}
+	}
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}, {"help"}} {
+		code, stdout, stderr := runArgs(args...)
+		if code != 0 || stdout != usage() || stderr != "" {
+			t.Errorf("%q = %d, stdout %q, stderr %q; want 0 and the usage", args, code, stdout, stderr)
+		}
+	}
+	for name := range commands {
+		if !strings.Contains(usage(), "\n  "+name+" ") {
+			t.Errorf("the usage does not list %s", name)
+		}
+	}
+}
+
+// TestExitStatus checks each exit status the usage documents.
+func TestExitStatus(t *testing.T) {
+	for _, s := range []string{"0 success", "1 the operation failed", "2 bad command line"} {
+		if !strings.Contains(usage(), s) {
+			t.Errorf("the usage does not document exit status %q", s)
+		}
+	}
+	useFakes(t, nil, &fakeClient{})
+	if code, _, _ := runArgs("link", "show"); code != 0 {
+		t.Errorf("a working command exited %d, want 0", code)
+	}
+	useFakes(t, nil, &fakeClient{err: &rdmanl.OpError{Op: "GET", Err: syscall.EPERM}})
+	if code, _, _ := runArgs("link", "show"); code != 1 {
+		t.Errorf("a failing command exited %d, want 1", code)
+	}
+	useFakes(t, nil, &fakeClient{})
+	if code, _, stderr := runArgs("devinfo"); code != 1 || !strings.Contains(stderr, "no RDMA device") {
+		t.Errorf("devinfo without devices exited %d (stderr %q), want 1 and a message", code, stderr)
+	}
+	if code, _, _ := runArgs("link", "frob"); code != 2 {
+		t.Errorf("a bad command line exited %d, want 2", code)
+	}
+}
+
+func TestDevicesJSON(t *testing.T) {
+	useFakes(t, []uverbs.Device{
+		{Name: "rxe0", NodeGUID: 0x505400fffe123456, Transport: uverbs.TransportIB, DriverName: "rxe",
+			Ports: []uverbs.Port{{Num: 1, State: uverbs.PortActive, PhysState: "LinkUp", LinkLayer: "Ethernet", Netdev: "veth0"}}},
+	}, &fakeClient{})
+	code, stdout, stderr := runArgs("devices", "-json")
+	if code != 0 || stderr != "" {
+		t.Fatalf("run = %d, stderr %q", code, stderr)
+	}
+	var got map[string][]map[string]any
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("decoding %q: %v", stdout, err)
+	}
+	if dec.More() {
+		t.Errorf("more than one JSON document: %q", stdout)
+	}
+	if len(got["devices"]) != 1 {
+		t.Fatalf("devices = %v, want one", got)
+	}
+	d := got["devices"][0]
+	for _, k := range []string{"name", "node_guid", "sys_image_guid", "node_type", "transport", "node_desc",
+		"fw_ver", "driver", "uverbs_device", "dev_path", "ports"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("device has no %q: %v", k, d)
+		}
+	}
+	if d["name"] != "rxe0" || d["node_guid"] != "505400fffe123456" || d["driver"] != "rxe" {
+		t.Errorf("device = %v", d)
+	}
+	want := []any{map[string]any{"port": 1.0, "state": "PORT_ACTIVE", "physical_state": "LinkUp", "link_layer": "Ethernet", "netdev": "veth0"}}
+	if diff := cmp.Diff(want, d["ports"]); diff != "" {
+		t.Errorf("ports mismatch (-want +got):\n%s", diff)
+	}
+
+	useFakes(t, nil, &fakeClient{})
+	code, stdout, _ = runArgs("devices", "-json")
+	if code != 0 || stdout != "{\n  \"devices\": []\n}\n" {
+		t.Errorf("no devices: %d, %q", code, stdout)
+	}
+}
+
+func TestLinkShowJSON(t *testing.T) {
+	links := []rdmanl.Link{
+		{DevIndex: 1, DevName: "rxe0", Port: 1, State: 4, PhysState: 5, NetdevIndex: 3, Netdev: "veth0"},
+		{DevIndex: 3, DevName: "mlx5_0", Port: 1, State: 4, PhysState: 5},
+	}
+	for _, tt := range []struct {
+		args []string
+		want []linkJSON
+	}{
+		{[]string{"link", "-json"}, []linkJSON{
+			{Device: "rxe0", Port: 1, State: "ACTIVE", PhysicalState: "LINK_UP", Netdev: "veth0"},
+			{Device: "mlx5_0", Port: 1, State: "ACTIVE", PhysicalState: "LINK_UP"},
+		}},
+		{[]string{"link", "show", "mlx5_0", "-json"}, []linkJSON{{Device: "mlx5_0", Port: 1, State: "ACTIVE", PhysicalState: "LINK_UP"}}},
+	} {
+		useFakes(t, nil, &fakeClient{links: links})
+		code, stdout, stderr := runArgs(tt.args...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("%q = %d, stderr %q", tt.args, code, stderr)
+		}
+		var raw map[string][]map[string]any
+		if err := json.Unmarshal([]byte(stdout), &raw); err != nil {
+			t.Fatalf("%q: decoding %q: %v", tt.args, stdout, err)
+		}
+		for _, l := range raw["links"] {
+			for _, k := range []string{"device", "port", "state", "physical_state", "netdev"} {
+				if _, ok := l[k]; !ok {
+					t.Errorf("%q: link has no %q: %v", tt.args, k, l)
+				}
+			}
+		}
+		var got struct{ Links []linkJSON }
+		json.Unmarshal([]byte(stdout), &got)
+		if diff := cmp.Diff(tt.want, got.Links); diff != "" {
+			t.Errorf("%q mismatch (-want +got):\n%s", tt.args, diff)
+		}
 	}
 }

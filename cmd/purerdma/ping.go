@@ -52,7 +52,8 @@ func init() {
 		name: "ping",
 		usage: "  ping -s|-c [-vVdPq] [-a ADDR] [-I ADDR]  rping's RDMA read/write ping over the rdma_cm, as server or\n" +
 			"       [-p PORT] [-C COUNT] [-S SIZE]      client; either end may be rdma-core's rping; ping -h lists the flags\n",
-		run: pingCmd,
+		help: pingHelp,
+		run:  pingCmd,
 	})
 }
 
@@ -71,9 +72,6 @@ type rpOptions struct {
 	selfQP     bool   // -q
 }
 
-// errPingHelp asks for the ping help text.
-var errPingHelp = errors.New("ping help")
-
 const pingHelp = `Usage:
   purerdma ping -s [-vVdPq] [-S size] [-C count] [-a addr] [-p port]
   purerdma ping -c [-vVdq] [-S size] [-C count] [-I addr] -a addr [-p port]
@@ -91,14 +89,14 @@ Options:
   -p port     port (default 7174)
   -P          persistent server: serve connections concurrently until stopped
   -q          use a self-created, self-modified QP
+
+Examples:
+  purerdma ping -s -a 198.18.0.1 -p 7174
+  purerdma ping -c -a 198.18.0.1 -p 7174 -C 10 -v -V
 `
 
 func pingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parsePingArgs(args)
-	if errors.Is(err, errPingHelp) {
-		io.WriteString(stdout, pingHelp)
-		return nil
-	}
 	if err != nil {
 		return err
 	}
@@ -154,7 +152,7 @@ func parsePingArgs(args []string) (rpOptions, error) {
 			var err error
 			switch f {
 			case 'h':
-				return o, errPingHelp
+				return o, errHelp
 			case 's', 'c':
 				if role != 0 && role != f {
 					return o, usageError("ping: -s and -c exclude each other")

@@ -33,10 +33,9 @@ func init() {
 		name: "pingpong",
 		usage: "  pingpong rc|uc|ud|srq [flags] [HOST]     exchange messages with ibv_{rc,uc,ud,srq}_pingpong, a server without HOST\n" +
 			"                                           flags: -d DEV -i IBPORT -g GIDIDX -s SIZE -n ITERS -r RXDEPTH -e -p TCPPORT\n" +
-			"                                           -m MTU -l SL -c, -q NUMQP (srq); pingpong rc -h lists them\n",
-		run: func(ctx context.Context, args []string, stdout, _ io.Writer) error {
-			return pingpongCmd(ctx, args, stdout)
-		},
+			"                                           -m MTU -l SL -c, -q NUMQP (srq), -json; pingpong rc -h lists them\n",
+		help: ppHelp(ppRC),
+		run:  pingpongCmd,
 	})
 }
 
@@ -70,6 +69,7 @@ type ppOptions struct {
 	gidx    int // -g; -1 for none
 	numQP   int // -q, srq only
 	check   bool
+	json    bool // -json: only a summary, as JSON
 }
 
 // ppOpt is one option of the examples' getopt_long tables.
@@ -97,6 +97,7 @@ var ppOpts = []ppOpt{
 	{short: 'g', long: "gid-idx", hasArg: true},
 	{short: 'c', long: "chk"},
 	{short: 'h', long: "help"},
+	{long: "json"}, // purerdma's own, also spelled -json
 	{short: 'o', long: "odp", kinds: []ppKind{ppRC, ppSRQ}, unsupported: "on-demand paging"},
 	{short: 'O', long: "iodp", kinds: []ppKind{ppRC}, unsupported: "implicit on-demand paging"},
 	{short: 'P', long: "prefetch", kinds: []ppKind{ppRC}, unsupported: "prefetching an on-demand MR"},
@@ -135,10 +136,15 @@ func ppHelp(k ppKind) string {
 	fmt.Fprintf(&b, "  -e, --events           sleep on CQ events (default poll)\n")
 	fmt.Fprintf(&b, "  -g, --gid-idx=<gid index> local port gid index (RoCE needs one)\n")
 	fmt.Fprintf(&b, "  -c, --chk              validate received buffer\n")
+	fmt.Fprintf(&b, "  -json, --json          print only a summary, as one JSON object: test, role, size,\n")
+	fmt.Fprintf(&b, "                         iters, bytes, seconds, mbit_per_sec, usec_per_iter\n")
+	fmt.Fprintf(&b, "\nExamples:\n")
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1\n", k)
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1 -n 10000 -json 198.18.0.1\n", k)
 	return b.String()
 }
 
-func pingpongCmd(ctx context.Context, args []string, stdout io.Writer) error {
+func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parsePingpongArgs(args)
 	if errors.Is(err, errPPHelp) {
 		io.WriteString(stdout, ppHelp(o.kind))
@@ -147,7 +153,20 @@ func pingpongCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return runPingpong(ctx, o, stdout)
+	return runPingpong(ctx, o, stdout, newProgress(stderr))
+}
+
+// ppSummaryJSON is the summary "pingpong -json" prints.
+type ppSummaryJSON struct {
+	Test         string  `json:"test"` // rc, uc, ud or srq
+	Role         string  `json:"role"` // server or client
+	Size         int     `json:"size"`
+	Iters        int     `json:"iters"`
+	Bytes        int64   `json:"bytes"` // both ways
+	Seconds      float64 `json:"seconds"`
+	MbitPerSec   float64 `json:"mbit_per_sec"`
+	USecPerIter  float64 `json:"usec_per_iter"`
+	InvalidPages int     `json:"invalid_pages"` // with -c, on the server
 }
 
 // parsePingpongArgs parses "KIND [options] [HOST]" the way the examples'
@@ -227,6 +246,8 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 			o.gidx, err = num(-1, 255)
 		case 'c':
 			o.check = true
+		case 0:
+			o.json = true
 		}
 		return err
 	}
@@ -237,6 +258,8 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 		case a == "--":
 			operands = append(operands, rest[i+1:]...)
 			i = len(rest)
+		case a == "-json":
+			o.json = true
 		case strings.HasPrefix(a, "--"):
 			key, val, hasVal := strings.Cut(a[2:], "=")
 			op, err := ppLongOpt(opts, key, name)
@@ -575,7 +598,11 @@ func (s *ppSession) qpIndex(wc *uverbs.WorkCompletion) (int, error) {
 	return 0, fmt.Errorf("pingpong: couldn't find QPN %06x", wc.QPNum)
 }
 
-func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer) (err error) {
+func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer, prog *progress) (err error) {
+	text := stdout // the C tools' lines; -json prints only its summary
+	if o.json {
+		text = io.Discard
+	}
 	dev, err := ppDevice(o.dev)
 	if err != nil {
 		return err
@@ -635,7 +662,7 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer) (err error)
 	}
 	for i, qp := range s.qps {
 		my[i] = ppDest{LID: pa.LID, QPN: qp.Num(), PSN: rand.Uint32() & 0xffffff, GID: gid}
-		io.WriteString(stdout, ppAddressLine("local", my[i], localSep))
+		io.WriteString(text, ppAddressLine("local", my[i], localSep))
 	}
 	var rem []ppDest
 	if o.host != "" {
@@ -647,7 +674,7 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer) (err error)
 		return err
 	}
 	for i := range s.qps {
-		io.WriteString(stdout, ppAddressLine("remote", rem[i], ", "))
+		io.WriteString(text, ppAddressLine("remote", rem[i], ", "))
 	}
 	if o.host != "" {
 		if err := s.connect(my, rem); err != nil {
@@ -673,7 +700,9 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer) (err error)
 	wc := make([]uverbs.WorkCompletion, nwc)
 	events := 0
 	pace := spin.New(ctx, spin.DefaultInterval)
+	defer prog.done()
 	for !loop.done() {
+		prog.tick("pingpong %s: %d of %d sends, %d receives", o.kind, loop.scnt, o.iters, loop.rcnt)
 		if o.events {
 			cq, err := s.ch.Wait(ctx)
 			if err != nil {
@@ -712,12 +741,27 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer) (err error)
 		}
 	}
 	elapsed := time.Since(start)
-	io.WriteString(stdout, ppSummary(o.size, o.iters, elapsed.Microseconds()))
+	prog.done()
+	io.WriteString(text, ppSummary(o.size, o.iters, elapsed.Microseconds()))
+	invalid := 0
 	if o.host == "" && o.check {
 		for i := 0; i < o.size; i += pageSize {
 			if data[i] != 0 {
-				fmt.Fprintf(stdout, "invalid data in page %d\n", i/pageSize)
+				fmt.Fprintf(text, "invalid data in page %d\n", i/pageSize)
+				invalid++
 			}
+		}
+	}
+	if o.json {
+		us := max(float64(elapsed.Nanoseconds())/1e3, 1e-3)
+		bytes := int64(o.size) * int64(o.iters) * 2
+		res := ppSummaryJSON{Test: o.kind.String(), Role: "client", Size: o.size, Iters: o.iters, Bytes: bytes,
+			Seconds: us / 1e6, MbitPerSec: float64(bytes) * 8 / us, USecPerIter: us / float64(o.iters), InvalidPages: invalid}
+		if o.host == "" {
+			res.Role = "server"
+		}
+		if err := writeJSON(stdout, res); err != nil {
+			return err
 		}
 	}
 	s.cq.AckEvents(events)

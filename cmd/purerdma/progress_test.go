@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProgressNotOnPipes: output that is no terminal gets no progress
+// line, whatever the run does.
+func TestProgressNotOnPipes(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, out := range []io.Writer{w, f, &bytes.Buffer{}} {
+		if isTerminal(out) {
+			t.Errorf("%T is taken for a terminal", out)
+		}
+	}
+	p := newProgress(w)
+	if p != nil {
+		t.Fatalf("newProgress(a pipe) = %v, want nil", p)
+	}
+	for range 1000 {
+		p.tick("x %d", 1)
+	}
+	p.update("y")
+	p.ticker(func(time.Duration) string { return "z" })()
+	p.done()
+	w.Close()
+	var got bytes.Buffer
+	got.ReadFrom(r)
+	if got.Len() != 0 {
+		t.Errorf("progress wrote %q to a pipe", got.String())
+	}
+}
+
+// TestProgressLine checks the terminal line: carriage-return updated,
+// rate limited, erased at the end.
+func TestProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	p := &progress{w: &b}
+	p.update("pingpong rc: %d of %d", 1, 10)
+	p.update("pingpong rc: %d of %d", 2, 10) // too soon: not shown
+	for range 63 {
+		p.tick("tick")
+	}
+	if want := "\rpingpong rc: 1 of 10\x1b[K"; b.String() != want {
+		t.Errorf("line = %q, want %q", b.String(), want)
+	}
+	p.done()
+	if !strings.HasSuffix(b.String(), "\r\x1b[K") {
+		t.Errorf("done did not erase the line: %q", b.String())
+	}
+	b.Reset()
+	p.done()
+	if b.Len() != 0 {
+		t.Errorf("a second done wrote %q", b.String())
+	}
+	stop := p.ticker(func(d time.Duration) string { return "bench write_lat: running" })
+	deadline := time.Now().Add(10 * time.Second) // generous: only "does not hang"
+	for !strings.Contains(readLocked(p, &b), "running") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if s := b.String(); !strings.HasPrefix(s, "\rbench write_lat: running\x1b[K") || !strings.HasSuffix(s, "\r\x1b[K") {
+		t.Errorf("ticker wrote %q", s)
+	}
+}
+
+func readLocked(p *progress, b *bytes.Buffer) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return b.String()
+}
+
+func TestPingpongJSONFlag(t *testing.T) {
+	for _, args := range [][]string{{"rc", "-json"}, {"ud", "--json", "host"}, {"srq", "--js"}} {
+		o, err := parsePingpongArgs(args)
+		if err != nil || !o.json {
+			t.Errorf("parsePingpongArgs(%q) = json %v, %v; want -json set", args, o.json, err)
+		}
+	}
+	if o, err := parsePingpongArgs([]string{"rc", "-c"}); err != nil || o.json {
+		t.Errorf("pingpong rc -c: json %v, %v", o.json, err)
+	}
+}
