@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,8 +83,9 @@ func ipLines(t *testing.T, args ...string) []string {
 // again, puts back the IPv4 routes and permanent neighbours that going
 // down deleted (the VM's policy routes and pinned neighbours), and waits
 // until every RDMA port is ACTIVE with its RoCE v2 IPv4 GID, so that the
-// tests after this one find the VM as it was.
-func linkDown(t *testing.T, netdev string) {
+// tests after this one find the VM as it was. The returned function
+// does the same at once (the cleanup then has nothing left to do).
+func linkDown(t *testing.T, netdev string) (up func()) {
 	t.Helper()
 	var routes []string
 	for _, l := range ipLines(t, "-4", "-o", "route", "show", "table", "all") {
@@ -99,28 +101,33 @@ func linkDown(t *testing.T, netdev string) {
 		}
 	}
 	mainTable := ipLines(t, "-4", "-o", "route", "show", "table", "main")
-	t.Cleanup(func() {
-		if err := runIP(t, "link", "set", netdev, "up"); err != nil {
-			t.Error(err)
-		}
-		defer restoreOrder(t, mainTable)
-		for _, r := range routes {
-			if err := runIP(t, append([]string{"route", "replace"}, strings.Fields(r)...)...); err != nil {
+	var once sync.Once
+	up = func() {
+		once.Do(func() {
+			if err := runIP(t, "link", "set", netdev, "up"); err != nil {
 				t.Error(err)
 			}
-		}
-		for _, n := range neighs {
-			if err := runIP(t, n...); err != nil {
+			defer restoreOrder(t, mainTable)
+			for _, r := range routes {
+				if err := runIP(t, append([]string{"route", "replace"}, strings.Fields(r)...)...); err != nil {
+					t.Error(err)
+				}
+			}
+			for _, n := range neighs {
+				if err := runIP(t, n...); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := waitPortsReady(20 * time.Second); err != nil {
 				t.Error(err)
 			}
-		}
-		if err := waitPortsReady(20 * time.Second); err != nil {
-			t.Error(err)
-		}
-	})
+		})
+	}
+	t.Cleanup(up)
 	if err := runIP(t, "link", "set", netdev, "down"); err != nil {
 		t.Fatal(err)
 	}
+	return up
 }
 
 // restoreOrder puts the main table's routes back in the order they had:

@@ -1,8 +1,8 @@
 package uverbs
 
 import (
-	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -53,7 +53,8 @@ func Open(name string, opts *OpenOptions) (*Context, error) {
 	return d.Open(opts)
 }
 
-// Open opens the device (ibv_open_device).
+// Open opens the device (ibv_open_device). A device that was removed
+// since it was listed fails with an error matching os.ErrNotExist.
 func (d Device) Open(opts *OpenOptions) (*Context, error) {
 	if opts == nil {
 		opts = &OpenOptions{}
@@ -115,7 +116,15 @@ func uverbsDriverID(name string) (uint32, error) {
 	return 0, fmt.Errorf("uverbs: %s: %w", name, errDeviceGone)
 }
 
-var errDeviceGone = errors.New("device removed")
+// errDeviceGone: the device was listed but is gone (being removed). It
+// matches fs.ErrNotExist, as DeviceByName's error for a device that is
+// not there does.
+var errDeviceGone error = deviceGoneError{}
+
+type deviceGoneError struct{}
+
+func (deviceGoneError) Error() string        { return "device removed" }
+func (deviceGoneError) Is(target error) bool { return target == fs.ErrNotExist }
 
 func (c *Context) getContext() error {
 	var ncv uint32
