@@ -57,14 +57,8 @@ func (r *connResources) close() error {
 // CQs and the QP that cfg (nil for the defaults) describes.
 func (p *Peer) NewConnReq(ctx context.Context, addr, port string, cfg *ConnCfg) (*ConnReq, error) {
 	const op = "conn_req new"
-	if err := p.alive(op); err != nil {
+	if err := p.checkAddr(op, ctx, addr, port); err != nil {
 		return nil, err
-	}
-	if ctx == nil {
-		return nil, invalid(op, "nil context")
-	}
-	if addr == "" || port == "" {
-		return nil, invalid(op, "address %q, port %q: both are needed", addr, port)
 	}
 	c := cfgOrDefault(cfg)
 	rctx, cancel := context.WithTimeout(ctx, c.Timeout())
@@ -88,6 +82,20 @@ func (p *Peer) NewConnReq(ctx context.Context, addr, port string, cfg *ConnCfg) 
 	}
 	logf(LogNotice, "Requesting a connection to %s:%s", addr, port)
 	return req, nil
+}
+
+// checkAddr checks the arguments Listen and NewConnReq share.
+func (p *Peer) checkAddr(op string, ctx context.Context, addr, port string) error {
+	if err := p.alive(op); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return invalid(op, "nil context")
+	}
+	if addr == "" || port == "" {
+		return invalid(op, "address %q, port %q: both are needed", addr, port)
+	}
+	return nil
 }
 
 // newConnReq creates the request's CQs and QP on a bound ID.

@@ -24,14 +24,8 @@ type Ep struct {
 // name lookup.
 func (p *Peer) Listen(ctx context.Context, addr, port string) (*Ep, error) {
 	const op = "ep listen"
-	if err := p.alive(op); err != nil {
+	if err := p.checkAddr(op, ctx, addr, port); err != nil {
 		return nil, err
-	}
-	if ctx == nil {
-		return nil, invalid(op, "nil context")
-	}
-	if addr == "" || port == "" {
-		return nil, invalid(op, "address %q, port %q: both are needed", addr, port)
 	}
 	ais, err := rdmacm.GetAddrInfo(ctx, addr, port, &rdmacm.AddrInfoHints{Flags: rdmacm.Passive})
 	if err != nil {

@@ -129,20 +129,7 @@ func ClientConnect(ctx context.Context, p *rpma.Peer, addr, port string, cfg *rp
 	if err != nil {
 		return nil, err
 	}
-	conn, err := req.Connect(pdata)
-	if err != nil {
-		return nil, err
-	}
-	ev, err := conn.NextEvent(ctx)
-	if err == nil && ev != rpma.ConnEstablished {
-		fmt.Fprintf(os.Stderr, "rpma_conn_next_event returned an unexpected event: %v\n", ev)
-		err = ErrUnexpected
-	}
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return conn, nil
+	return connectAndWait(ctx, req, pdata)
 }
 
 // ServerAcceptConnection takes the next request, accepts it with pdata
@@ -152,6 +139,12 @@ func ServerAcceptConnection(ctx context.Context, ep *rpma.Ep, cfg *rpma.ConnCfg,
 	if err != nil {
 		return nil, err
 	}
+	return connectAndWait(ctx, req, pdata)
+}
+
+// connectAndWait connects or accepts req with pdata and waits for the
+// connection to be established.
+func connectAndWait(ctx context.Context, req *rpma.ConnReq, pdata []byte) (*rpma.Conn, error) {
 	conn, err := req.Connect(pdata)
 	if err != nil {
 		return nil, err
