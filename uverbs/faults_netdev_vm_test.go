@@ -240,7 +240,12 @@ func TestFaultNetdevDownUp(t *testing.T) {
 			}
 			t.Logf("%s: link down %v: %d writes completed, errors %s (first %v after down); QPs %v, %v; events rxe0 %v, rxe1 %v",
 				os.Getenv("PURERDMA_VM"), down, okDown, wcSummary(s.errs), after, stA, stB, evA, evB)
-			t.Logf("counters while down: rxe0 %s; rxe1 %s", counterDiff(cA, hwCounters(a.ctx.Device().Name)), counterDiff(cB, hwCounters(b.ctx.Device().Name)))
+			cA2 := hwCounters(a.ctx.Device().Name)
+			t.Logf("counters while down: rxe0 %s; rxe1 %s", counterDiff(cA, cA2), counterDiff(cB, hwCounters(b.ctx.Device().Name)))
+			// 6.1 sends into the link without carrier; 6.12 fails the send.
+			if sendErr, sent := cA2["send_err"]-cA["send_err"], cA2["sent_pkts"]-cA["sent_pkts"]; onKernel612() != (sendErr > 0) || !onKernel612() && sent == 0 {
+				t.Errorf("rxe0 while down: send_err +%d, sent_pkts +%d", sendErr, sent)
+			}
 			if !hasPortEvent(evA, uverbs.EventPortErr) || !hasPortEvent(evB, uverbs.EventPortErr) {
 				t.Errorf("events while down: rxe0 %v, rxe1 %v; want PORT_ERR on both", evA, evB)
 			}
