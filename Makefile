@@ -102,11 +102,14 @@ emptyroot: deps
 
 test: deps lint unit fuzz emptyroot vmtest-all
 
-# perftest's C tools and purerdma bench side by side, one VM boot per
-# kernel (scripts/bench; docs/performance.md has the method and results).
+# perftest's C tools and purerdma bench side by side (scripts/bench), then
+# C librpma and the rpma package (scripts/bench-rpma, in a boot of its
+# own: each takes 15-35 minutes), per kernel; docs/performance.md has the
+# method and results.
 bench: deps tools
 	@set -e; for k in $(KERNELS); do \
 	  $(BIN)/rxevm -kernel $$k -timeout 20m -- $(CURDIR)/scripts/bench; \
+	  $(BIN)/rxevm -kernel $$k -timeout 60m -- $(CURDIR)/scripts/bench-rpma; \
 	done
 
 demo: deps tools

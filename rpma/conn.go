@@ -120,13 +120,19 @@ func (c *Conn) Disconnect() error {
 }
 
 func (c *Conn) alive(op string) error {
+	if c != nil && !c.closed.Load() {
+		return nil
+	}
+	return c.dead(op)
+}
+
+// dead is alive's error, out of line so that alive inlines into the
+// operations.
+func (c *Conn) dead(op string) error {
 	if c == nil {
 		return invalid(op, "nil connection")
 	}
-	if c.closed.Load() {
-		return newErr(op, ErrInvalid, uverbs.ErrClosed)
-	}
-	return nil
+	return newErr(op, ErrInvalid, uverbs.ErrClosed)
 }
 
 // NextEvent waits for the connection's next event (rpma_conn_next_event).

@@ -138,10 +138,29 @@ func (m *MR) Advise(offset, length int, advice uverbs.MRAdvice, flags uverbs.Adv
 }
 
 func (m *MR) checkRange(op string, offset, length int) error {
-	if offset < 0 || length < 0 || offset > len(m.buf) || length > len(m.buf)-offset {
-		return invalid(op, "range [%d, %d+%d) outside the %d-byte region", offset, offset, length, len(m.buf))
+	if offset >= 0 && length >= 0 && offset <= len(m.buf) && length <= len(m.buf)-offset {
+		return nil
 	}
-	return nil
+	// No formatting here: checkRange stays small enough to inline into
+	// the operations.
+	return &Error{Op: op, Class: ErrInvalid, Err: &rangeError{off: int64(offset), len: int64(length), size: uint64(len(m.buf))}}
+}
+
+// rangeError is a range outside a region; the message is made only when
+// asked for.
+type rangeError struct {
+	remote   bool
+	off, len int64 // local ranges: may be negative
+	roff     uint64
+	rlen     uint64
+	size     uint64
+}
+
+func (e *rangeError) Error() string {
+	if e.remote {
+		return fmt.Sprintf("remote range [%d, %d+%d) outside the %d-byte region", e.roff, e.roff, e.rlen, e.size)
+	}
+	return fmt.Sprintf("range [%d, %d+%d) outside the %d-byte region", e.off, e.off, e.len, e.size)
 }
 
 // MRDescriptorSize is the length of a memory region's descriptor
@@ -224,8 +243,8 @@ func (r *RemoteMR) String() string {
 }
 
 func (r *RemoteMR) checkRange(op string, offset uint64, length uint64) error {
-	if offset > r.Len || length > r.Len-offset {
-		return invalid(op, "remote range [%d, %d+%d) outside the %d-byte region", offset, offset, length, r.Len)
+	if offset <= r.Len && length <= r.Len-offset {
+		return nil
 	}
-	return nil
+	return &Error{Op: op, Class: ErrInvalid, Err: &rangeError{remote: true, roff: offset, rlen: length, size: r.Len}}
 }

@@ -35,7 +35,8 @@ func init() {
 			"                                           -w WARMUP -t TXDEPTH -Q CQMOD -yield DUR -cpuprofile FILE\n" +
 			"                                           -allocprofile FILE\n" +
 			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json] [-accepters N] [-percq]\n" +
-			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n",
+			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n" +
+			rpmaUsage, // bench_rpma.go
 		help: benchHelp,
 		run:  benchCmd,
 	})
@@ -281,6 +282,9 @@ func startProfiles(cpu, allocs string) (stop func() error, err error) {
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "connect" {
 		return runBenchConnect(ctx, args[1:], stdout, stderr) // bench_connect.go
+	}
+	if len(args) > 0 && args[0] == "rpma" {
+		return runBenchRpma(ctx, args[1:], stdout, stderr) // bench_rpma.go
 	}
 	cfg, err := parseBenchArgs(args)
 	if err != nil {
