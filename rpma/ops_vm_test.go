@@ -509,15 +509,16 @@ func TestDisconnectEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ep.Close()
+	// The server rejects; its Close goes on after the client saw the
+	// reject, so the test waits for it before the peers close.
+	served := make(chan error, 1)
 	go func() {
 		req, err := ep.NextConnReq(ctx, nil)
 		if err != nil {
-			t.Errorf("NextConnReq: %v", err)
+			served <- err
 			return
 		}
-		if err := req.Close(); err != nil {
-			t.Errorf("reject: %v", err)
-		}
+		served <- req.Close()
 	}()
 	req, err := cp.NewConnReq(ctx, serverAddr, itoa(int(ep.Addr().Port())), nil)
 	if err != nil {
@@ -528,7 +529,11 @@ func TestDisconnectEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if ev, err := c.NextEvent(ctx); err != nil || ev != rpma.ConnRejected {
+	ev, err := c.NextEvent(ctx)
+	if serr := <-served; serr != nil {
+		t.Errorf("server: take and reject the request: %v", serr)
+	}
+	if err != nil || ev != rpma.ConnRejected {
 		t.Fatalf("rejected request: %v, %v", ev, err)
 	}
 	if err := req.Close(); err != nil {
