@@ -121,13 +121,13 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap gives both the class and the cause to errors.Is and errors.As.
-func (e *Error) Unwrap() []error {
-	if e.Err == nil {
-		return []error{e.Class}
-	}
-	return []error{e.Class, e.Err}
-}
+// Is matches the error's class, so errors.Is(err, ErrNoCompletion)
+// allocates nothing (an Unwrap returning both would build a slice per
+// call, on every empty poll).
+func (e *Error) Is(target error) bool { return target == e.Class }
+
+// Unwrap gives the cause to errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.Err }
 
 func newErr(op string, class, cause error) error { return &Error{Op: op, Class: class, Err: cause} }
 

@@ -58,3 +58,20 @@ func TestCompletionErr(t *testing.T) {
 		t.Error("nil completion: no error")
 	}
 }
+
+// TestErrorIsAllocates: matching an error's class allocates nothing, so
+// a loop over an empty CQ stays allocation-free.
+func TestErrorIsAllocates(t *testing.T) {
+	err := error(&rpma.Error{Op: "cq get wc", Class: rpma.ErrNoCompletion})
+	if n := testing.AllocsPerRun(100, func() {
+		if !errors.Is(err, rpma.ErrNoCompletion) {
+			panic("no match")
+		}
+	}); n != 0 {
+		t.Errorf("errors.Is allocated %v times", n)
+	}
+	wrapped := &rpma.Error{Op: "x", Class: rpma.ErrProvider, Err: syscall.EIO}
+	if !errors.Is(wrapped, rpma.ErrProvider) || !errors.Is(wrapped, syscall.EIO) || errors.Is(wrapped, rpma.ErrInvalid) {
+		t.Error("class or cause not matched, or a wrong class matched")
+	}
+}
