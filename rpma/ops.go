@@ -185,14 +185,9 @@ func (c *Conn) WriteWithImm(dst *RemoteMR, dstOffset int, src *MR, srcOffset int
 	return c.postSend(opWriteWithImm)
 }
 
-// AtomicWrite writes the 8 bytes of src to the remote region dst at
-// dstOffset as one atomic store (rpma_atomic_write); dstOffset must be a
-// multiple of AtomicWriteAlignment. On a device with native ATOMIC_WRITE
-// it is one; otherwise an 8-byte inline RDMA WRITE fenced behind earlier
-// reads (so an emulated flush before it finishes first), as librpma
-// does.
-func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags CompletionFlags, opContext uint64) error {
-	const op = opAtomicWrite
+// prepDst checks what AtomicWrite and Flush share, the connection, the
+// flags and [off, off+length) of dst, and starts c.swr at that range.
+func (c *Conn) prepDst(op string, dst *RemoteMR, off, length int, flags CompletionFlags, opContext uint64) error {
 	if err := c.alive(op); err != nil {
 		return err
 	}
@@ -202,17 +197,34 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags Comp
 	if err := checkFlags(op, flags); err != nil {
 		return err
 	}
-	if dstOffset < 0 || dstOffset%AtomicWriteAlignment != 0 {
-		return invalid(op, "offset %d: must be a multiple of %d", dstOffset, AtomicWriteAlignment)
+	if off < 0 || length < 0 {
+		return invalid(op, "offset %d, length %d", off, length)
 	}
-	if err := dst.checkRange(op, uint64(dstOffset), 8); err != nil {
+	if err := dst.checkRange(op, uint64(off), uint64(length)); err != nil {
 		return err
+	}
+	c.swr = uverbs.SendWR{WRID: opContext, Flags: sendFlags(flags), RemoteAddr: dst.Addr + uint64(off), RKey: dst.RKey}
+	return nil
+}
+
+// AtomicWrite writes the 8 bytes of src to the remote region dst at
+// dstOffset as one atomic store (rpma_atomic_write); dstOffset must be a
+// multiple of AtomicWriteAlignment. On a device with native ATOMIC_WRITE
+// it is one; otherwise an 8-byte inline RDMA WRITE fenced behind earlier
+// reads (so an emulated flush before it finishes first), as librpma
+// does.
+func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags CompletionFlags, opContext uint64) error {
+	const op = opAtomicWrite
+	if err := c.prepDst(op, dst, dstOffset, 8, flags, opContext); err != nil {
+		return err
+	}
+	if dstOffset%AtomicWriteAlignment != 0 {
+		return invalid(op, "offset %d: must be a multiple of %d", dstOffset, AtomicWriteAlignment)
 	}
 	if dst.Usage&UsageWriteDst == 0 {
 		return invalid(op, "the remote region's usage %v does not allow it (want WRITE_DST)", dst.Usage)
 	}
 	w := &c.swr
-	*w = uverbs.SendWR{WRID: opContext, Flags: sendFlags(flags), RemoteAddr: dst.Addr + uint64(dstOffset), RKey: dst.RKey}
 	if c.peer.atomicWrite {
 		w.Opcode, w.AtomicWrite = uverbs.WRAtomicWrite, src
 	} else {
@@ -234,19 +246,7 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags Comp
 // of the region, which completes only after the writes before it.
 func (c *Conn) Flush(dst *RemoteMR, dstOffset, length int, typ FlushType, flags CompletionFlags, opContext uint64) error {
 	const op = opFlush
-	if err := c.alive(op); err != nil {
-		return err
-	}
-	if dst == nil {
-		return invalid(op, "nil remote region")
-	}
-	if err := checkFlags(op, flags); err != nil {
-		return err
-	}
-	if dstOffset < 0 || length < 0 {
-		return invalid(op, "offset %d, length %d", dstOffset, length)
-	}
-	if err := dst.checkRange(op, uint64(dstOffset), uint64(length)); err != nil {
+	if err := c.prepDst(op, dst, dstOffset, length, flags, opContext); err != nil {
 		return err
 	}
 	var need Usage
@@ -267,7 +267,6 @@ func (c *Conn) Flush(dst *RemoteMR, dstOffset, length int, typ FlushType, flags 
 		return newErr(op, ErrNotSupported, errors.New("the remote region was not registered for flushing to "+typ.String()))
 	}
 	w := &c.swr
-	*w = uverbs.SendWR{WRID: opContext, Flags: sendFlags(flags), RemoteAddr: dst.Addr + uint64(dstOffset), RKey: dst.RKey}
 	useNative, err := c.nativeFlush()
 	if err != nil {
 		return err
