@@ -203,20 +203,10 @@ func WaitAndValidateCompletion(ctx context.Context, c *rpma.Conn, want uverbs.WC
 // WaitForCompletion waits on cq's own channel for one completion and
 // checks it.
 func WaitForCompletion(ctx context.Context, cq *rpma.CQ, want uverbs.WCOpcode, wc *uverbs.WorkCompletion) error {
-	for {
-		one := sliceOf(wc)
-		n, err := cq.GetWC(one)
-		if n == 1 {
-			*wc = one[0]
-			return check(want, wc)
-		}
-		if !errors.Is(err, rpma.ErrNoCompletion) {
-			return err
-		}
-		if err := cq.Wait(ctx); err != nil {
-			return err
-		}
+	if err := WaitForWC(ctx, cq, wc); err != nil {
+		return err
 	}
+	return check(want, wc)
 }
 
 func sliceOf(wc *uverbs.WorkCompletion) []uverbs.WorkCompletion {
@@ -256,8 +246,7 @@ func Exit(err error) {
 	if code == int(rpma.CodeUnknown) {
 		code = -1
 	}
-	fmt.Fprintf(os.Stderr, "%v\n", err)
-	os.Exit(int(uint8(code)))
+	ExitStatus(err, code)
 }
 
 // Usage prints the usage line and exits as C's exit(-1).
@@ -311,36 +300,7 @@ func (m *Mem) Close() error {
 // missing, the payload area is initialized by init (or to an empty
 // string) and persisted, then the signature is written and persisted.
 func MapPMem(path string, size int, init func(b []byte) int) (*Mem, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	total := size + len(Signature)
-	n := total
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		if st.Size() < int64(total) {
-			return nil, fmt.Errorf("%s has too small size (%d < %d)", path, st.Size(), total)
-		}
-		n = int(st.Size())
-	}
-	buf, err := uverbs.MapFile(f, n)
-	if err != nil {
-		return nil, fmt.Errorf("mapping %s: %w", path, err)
-	}
-	m := &Mem{Buf: buf.Bytes(), DataOffset: len(Signature), IsPMem: true, buffer: buf}
-	if string(m.Buf[:len(Signature)]) != Signature {
-		data := m.Buf[m.DataOffset:]
-		if init != nil {
-			m.Persist(data[:init(data)])
-		} else {
-			data[0] = 0
-			m.Persist(data[:1])
-		}
-		copy(m.Buf, Signature)
-		m.Persist(m.Buf[:len(Signature)])
-	}
-	return m, nil
+	return MapPMemAt(path, 0, size, init)
 }
 
 // DRAM is page-aligned ordinary memory of size bytes

@@ -2,9 +2,7 @@ package common
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/purerdma/rdma/rpma"
 )
@@ -12,13 +10,7 @@ import (
 // ExitMinus1 ends an example whose C main returns ret ? -1 : 0: 0 on
 // success, 255 on any failure (the librpma code is not kept), with the
 // error on stderr.
-func ExitMinus1(err error) {
-	if err == nil {
-		os.Exit(0)
-	}
-	fmt.Fprintf(os.Stderr, "%v\n", err)
-	os.Exit(255)
-}
+func ExitMinus1(err error) { ExitStatus(err, -1) }
 
 // CloseJoin closes c and joins its error into *errp, for a deferred
 // cleanup whose failure C's examples fold into their result
