@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purerdma/rdma/internal/rdmanl"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
@@ -47,21 +46,7 @@ func TestFaultLinkDeletedConnected(t *testing.T) {
 		name   = "rxecmfault"
 	)
 	ip := netip.MustParseAddr("198.18.5.1")
-	testenv.AddNetdev(t, netdev, ip.String()+"/24")
-	nl, err := rdmanl.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	if err := nl.NewLink(name, "rxe", netdev); err != nil {
-		t.Fatal(err)
-	}
-	removed := false
-	t.Cleanup(func() {
-		if !removed {
-			nl.DelLink(name)
-		}
-	})
+	nl, removed := rxeOn(t, netdev, name, ip)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		d, err := uverbs.DeviceByName(name)
 		if err == nil && len(d.Ports) > 0 && d.Ports[0].State == uverbs.PortActive {
@@ -172,7 +157,7 @@ func TestFaultLinkDeletedConnected(t *testing.T) {
 		if err != nil {
 			t.Fatalf("DELLINK: %v", err)
 		}
-		removed = true
+		*removed = true
 		t.Logf("DELLINK returned %v after the IDs closed", time.Since(closed).Round(time.Millisecond))
 	case <-time.After(10 * time.Second):
 		t.Fatal("DELLINK did not return within 10s of closing the IDs")

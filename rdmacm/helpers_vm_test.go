@@ -2,6 +2,7 @@ package rdmacm_test
 
 import (
 	"context"
+	"github.com/purerdma/rdma/internal/rdmanl"
 	"net/netip"
 	"sync"
 	"testing"
@@ -233,4 +234,29 @@ func pattern(n int, seed byte) []byte {
 		b[i] = seed + byte(i)
 	}
 	return b
+}
+
+// rxeOn adds a dummy netdev with ip/24 and an rxe device name on it,
+// for tests that remove a device. The device is deleted at cleanup
+// unless the test sets *removed after deleting it itself; nl is the
+// netlink connection to do that with (closed at cleanup).
+func rxeOn(t *testing.T, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, removed *bool) {
+	t.Helper()
+	testenv.AddNetdev(t, netdev, ip.String()+"/24")
+	nl, err := rdmanl.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.NewLink(name, "rxe", netdev); err != nil {
+		nl.Close()
+		t.Fatal(err)
+	}
+	removed = new(bool)
+	t.Cleanup(func() {
+		if !*removed {
+			nl.DelLink(name)
+		}
+		nl.Close()
+	})
+	return nl, removed
 }

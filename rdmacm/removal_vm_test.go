@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/purerdma/rdma/internal/rdmanl"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -22,21 +21,7 @@ func TestDeviceRemoval(t *testing.T) {
 		name   = "rxeremove"
 	)
 	addr := netip.MustParseAddr("198.18.2.1")
-	testenv.AddNetdev(t, netdev, addr.String()+"/24")
-	nl, err := rdmanl.Dial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	if err := nl.NewLink(name, "rxe", netdev); err != nil {
-		t.Fatal(err)
-	}
-	removed := false
-	t.Cleanup(func() {
-		if !removed {
-			nl.DelLink(name)
-		}
-	})
+	nl, removed := rxeOn(t, netdev, name, addr)
 	sysfs := "/sys/class/infiniband/" + name
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(sysfs); err == nil {
@@ -79,7 +64,7 @@ func TestDeviceRemoval(t *testing.T) {
 		if err != nil {
 			t.Fatalf("removing %s: %v", name, err)
 		}
-		removed = true
+		*removed = true
 	case <-time.After(10 * time.Second):
 		t.Fatal("the device removal did not finish within 10 s of closing the ID")
 	}
