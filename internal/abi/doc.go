@@ -8,6 +8,8 @@
 //	rdma/rdma_user_ioctl.h      the ioctl numbers
 //	rdma/rdma_user_cm.h         the commands of /dev/infiniband/rdma_cm
 //	rdma/rdma_user_rxe.h        soft-RoCE's queue and work request layout
+//	rdma/mlx5-abi.h             mlx5's driver data (ConnectX)
+//	rdma/mlx5_user_ioctl_*.h    mlx5's ioctl objects (UAR allocation)
 //
 // It is machinery for the uverbs and rdmacm packages; its spellings stay
 // inside this module.
@@ -40,6 +42,7 @@
 //	struct ib_uverbs_ex_create_cq    ExCreateCQ
 //	struct rdma_ucm_create_id        UCMCreateID
 //	struct rxe_send_wqe              RXESendWQE
+//	struct mlx5_ib_create_qp         MLX5CreateQP
 //	qp_num, lkey, wr_id, max_sge     QPNum, LKey, WRID, MaxSGE
 //
 // The word table is in internal/cmd/genabi/abigen/names.go. Each type's
