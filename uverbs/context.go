@@ -82,6 +82,7 @@ func (d Device) Open(opts *OpenOptions) (*Context, error) {
 		return nil, err
 	}
 	if err := c.allocAsyncFD(); err != nil {
+		c.prov.close()
 		fd.Close()
 		return nil, err
 	}
@@ -132,14 +133,19 @@ func (c *Context) getContext() error {
 	m := sys.NewMethod("uverbs GET_CONTEXT", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
 	m.Out(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, abi.Bytes(&ncv))
 	m.Out(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, abi.Bytes(&core))
+	var drvOut []byte
 	if in, outLen := c.prov.contextDriverData(); in != nil || outLen > 0 {
 		m.In(abi.UVERBS_ATTR_UHW_IN, in)
-		out := make([]byte, outLen)
-		m.Out(abi.UVERBS_ATTR_UHW_OUT, out)
-		defer func() { c.prov.contextCreated(out) }()
+		drvOut = make([]byte, outLen)
+		m.Out(abi.UVERBS_ATTR_UHW_OUT, drvOut)
 	}
 	if err := c.exec(m); err != nil {
 		return err
+	}
+	if drvOut != nil {
+		if err := c.prov.contextCreated(drvOut); err != nil {
+			return err
+		}
 	}
 	c.numCompVectors = int(ncv)
 	c.coreSupport = core

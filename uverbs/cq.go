@@ -88,11 +88,20 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	userHandle := c.newUserHandle(cq)
 	cq.userHandle = userHandle
 
+	req, err := c.prov.cqDriverData(cfg.Size)
+	if err != nil {
+		c.dropUserHandle(userHandle)
+		return nil, err
+	}
+	size := cfg.Size
+	if req.size != 0 {
+		size = req.size
+	}
 	var respCQE uint32
 	m := sys.NewMethod("uverbs CQ_CREATE", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
 	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	m.Out(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, abi.Bytes(&respCQE))
-	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(cfg.Size), 4)
+	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(size), 4)
 	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, userHandle, 8)
 	if cfg.Channel != nil {
 		m.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, cfg.Channel.Fd())
@@ -100,17 +109,19 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint64(cfg.CompVector), 4)
 	m.FD(abi.UVERBS_ATTR_CREATE_CQ_EVENT_FD, c.async.Fd())
 	m.Optional()
-	driverOut := c.driverData(m, c.prov.cqDriverData)
+	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
+		req.abort()
 		c.dropUserHandle(userHandle)
 		return nil, err
 	}
 	cq.handle = uint32(m.Result(h))
 	cq.size = int(respCQE)
 	cq.closer = cq.destroy
-	q, err := c.prov.newCQ(cq, driverOut)
+	q, err := c.prov.newCQ(cq, req, driverOut)
 	if err != nil {
 		cq.destroy()
+		req.abort()
 		return nil, err
 	}
 	cq.q = q
@@ -136,15 +147,14 @@ func (c *Context) checkCQSize(op, field string, size int) error {
 
 // driverData adds the provider's driver data to a create method and
 // returns the buffer the kernel fills.
-func (c *Context) driverData(m *sys.Method, fn func() ([]byte, int)) []byte {
-	in, outLen := fn()
-	if len(in) > 0 {
-		m.In(abi.UVERBS_ATTR_UHW_IN, in)
+func (c *Context) driverData(m *sys.Method, req *driverReq) []byte {
+	if len(req.in) > 0 {
+		m.In(abi.UVERBS_ATTR_UHW_IN, req.in)
 	}
-	if outLen == 0 {
+	if req.outLen == 0 {
 		return nil
 	}
-	out := make([]byte, outLen)
+	out := make([]byte, req.outLen)
 	m.Out(abi.UVERBS_ATTR_UHW_OUT, out)
 	return out
 }

@@ -314,7 +314,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 		switch kind {
 		case rxeKindCQ:
 			resp := abi.RXECreateCQResp{MI: mi}
-			q, err := p.newCQ(&CQ{}, abi.Bytes(&resp))
+			q, err := p.newCQ(&CQ{}, driverReq{}, abi.Bytes(&resp))
 			if err != nil {
 				return
 			}
@@ -330,7 +330,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 			caps.MaxSendWR, caps.MaxRecvWR = mask, mask
 			qp := &QP{typ: QPTypeRC, cap: caps}
 			qp.resource = resource{ctx: p.ctx, kind: "QP"}
-			q, err := p.newQP(qp, abi.Bytes(&resp))
+			q, err := p.newQP(qp, driverReq{}, abi.Bytes(&resp))
 			if err != nil {
 				return
 			}
@@ -353,7 +353,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 		case rxeKindSRQ:
 			resp := abi.RXECreateSRQResp{MI: mi, SRQNum: 7}
 			srq := &SRQ{maxWR: mask, maxSGE: caps.MaxRecvSGE}
-			q, err := p.newSRQ(srq, abi.Bytes(&resp))
+			q, err := p.newSRQ(srq, driverReq{}, abi.Bytes(&resp))
 			if err != nil {
 				return
 			}

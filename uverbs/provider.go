@@ -11,20 +11,52 @@ import (
 // supplies the driver data that create commands carry and turns their
 // driver responses into the fast-path queues it owns. rxe is the first;
 // mlx5 (UAR doorbells, BlueFlame) plugs in here next.
+//
+// A create command runs in three steps: the provider prepares its driver
+// data (xxDriverData: a provider whose device reads queues from user
+// memory, like mlx5, allocates the buffers and doorbell records here and
+// names them in the request), the command runs, and newXX takes the
+// driver response (a provider whose kernel allocates the queues, like
+// rxe, maps them now). When the command or newXX fails, the request's
+// release frees what the preparation allocated.
 type provider interface {
 	name() string
 	contextDriverData() (in []byte, outLen int)
-	contextCreated(out []byte)
-	// cqDriverData / newCQ: driver data of CREATE_CQ and the queue it maps.
-	cqDriverData() (in []byte, outLen int)
-	newCQ(cq *CQ, driverOut []byte) (cqQueue, error)
-	qpDriverData() (in []byte, outLen int)
-	newQP(qp *QP, driverOut []byte) (qpQueues, error)
-	srqDriverData() (in []byte, outLen int)
-	newSRQ(srq *SRQ, driverOut []byte) (srqQueue, error)
+	// contextCreated takes GET_CONTEXT's driver response (mlx5 maps its
+	// doorbell pages here); an error fails Open.
+	contextCreated(out []byte) error
+	cqDriverData(size int) (driverReq, error)
+	newCQ(cq *CQ, req driverReq, driverOut []byte) (cqQueue, error)
+	qpDriverData(cfg *QPConfig) (driverReq, error)
+	newQP(qp *QP, req driverReq, driverOut []byte) (qpQueues, error)
+	srqDriverData(cfg *SRQConfig) (driverReq, error)
+	newSRQ(srq *SRQ, req driverReq, driverOut []byte) (srqQueue, error)
 	ahDriverOutLen() int
 	ahCreated(ah *AH, driverOut []byte)
 	close()
+}
+
+// driverReq is a create command's driver data, prepared before the
+// command runs.
+type driverReq struct {
+	in     []byte // UHW_IN: the driver's request
+	outLen int    // UHW_OUT: the driver response's size
+	// size, when non-zero, replaces the queue size the command asks for
+	// (a CQ's entries: mlx5 rounds them as libmlx5 does).
+	size int
+	// state is what the provider prepared (buffers, doorbell records),
+	// handed back to newXX; release frees it when the object is not
+	// created. Both are nil for rxe.
+	state   any
+	release func()
+}
+
+// abort releases what a preparation allocated, once.
+func (r *driverReq) abort() {
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
 }
 
 // cqQueue polls a CQ's completions without system calls.
@@ -71,15 +103,15 @@ type noProvider struct {
 func (p noProvider) err() error {
 	return fmt.Errorf("uverbs: driver %q (id %d) has no purerdma provider, only rxe has: queues %w", p.driver, p.id, ErrNotSupported)
 }
-func (p noProvider) name() string                          { return p.driver }
-func (noProvider) contextDriverData() ([]byte, int)        { return nil, 0 }
-func (noProvider) contextCreated([]byte)                   {}
-func (noProvider) cqDriverData() ([]byte, int)             { return nil, 0 }
-func (p noProvider) newCQ(*CQ, []byte) (cqQueue, error)    { return nil, p.err() }
-func (noProvider) qpDriverData() ([]byte, int)             { return nil, 0 }
-func (p noProvider) newQP(*QP, []byte) (qpQueues, error)   { return nil, p.err() }
-func (noProvider) srqDriverData() ([]byte, int)            { return nil, 0 }
-func (p noProvider) newSRQ(*SRQ, []byte) (srqQueue, error) { return nil, p.err() }
-func (noProvider) ahDriverOutLen() int                     { return 0 }
-func (noProvider) ahCreated(*AH, []byte)                   {}
-func (noProvider) close()                                  {}
+func (p noProvider) name() string                                     { return p.driver }
+func (noProvider) contextDriverData() ([]byte, int)                   { return nil, 0 }
+func (noProvider) contextCreated([]byte) error                        { return nil }
+func (p noProvider) cqDriverData(int) (driverReq, error)              { return driverReq{}, p.err() }
+func (p noProvider) newCQ(*CQ, driverReq, []byte) (cqQueue, error)    { return nil, p.err() }
+func (p noProvider) qpDriverData(*QPConfig) (driverReq, error)        { return driverReq{}, p.err() }
+func (p noProvider) newQP(*QP, driverReq, []byte) (qpQueues, error)   { return nil, p.err() }
+func (p noProvider) srqDriverData(*SRQConfig) (driverReq, error)      { return driverReq{}, p.err() }
+func (p noProvider) newSRQ(*SRQ, driverReq, []byte) (srqQueue, error) { return nil, p.err() }
+func (noProvider) ahDriverOutLen() int                                { return 0 }
+func (noProvider) ahCreated(*AH, []byte)                              {}
+func (noProvider) close()                                             {}

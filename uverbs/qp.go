@@ -188,8 +188,14 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	}
 	m.Out(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, abi.Bytes(&capOut))
 	m.Out(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, abi.Bytes(&qpNum))
-	driverOut := c.driverData(m, c.prov.qpDriverData)
+	req, err := c.prov.qpDriverData(&cfg)
+	if err != nil {
+		c.dropUserHandle(qp.userHandle)
+		return nil, err
+	}
+	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
+		req.abort()
 		c.dropUserHandle(qp.userHandle)
 		return nil, err
 	}
@@ -199,9 +205,10 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		MaxRecvSGE: capOut.MaxRecvSGE, MaxInlineData: capOut.MaxInlineData}
 	qp.state.Store(uint32(QPStateReset))
 	qp.closer = qp.destroy
-	q, err := c.prov.newQP(qp, driverOut)
+	q, err := c.prov.newQP(qp, req, driverOut)
 	if err != nil {
 		qp.destroyKernel()
+		req.abort()
 		c.dropUserHandle(qp.userHandle)
 		return nil, err
 	}

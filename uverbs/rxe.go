@@ -21,7 +21,7 @@ type rxeProvider struct {
 
 func (p *rxeProvider) name() string                     { return "rxe" }
 func (p *rxeProvider) contextDriverData() ([]byte, int) { return nil, 0 }
-func (p *rxeProvider) contextCreated([]byte)            {}
+func (p *rxeProvider) contextCreated([]byte) error      { return nil }
 func (p *rxeProvider) close()                           {}
 
 // rxeRing is one mapped rxe queue. The index mask and element size come
@@ -120,11 +120,11 @@ type rxeCQ struct {
 	ring *rxeRing
 }
 
-func (p *rxeProvider) cqDriverData() ([]byte, int) {
-	return nil, int(abiSize[abi.RXECreateCQResp]())
+func (p *rxeProvider) cqDriverData(int) (driverReq, error) {
+	return driverReq{outLen: int(abiSize[abi.RXECreateCQResp]())}, nil
 }
 
-func (p *rxeProvider) newCQ(cq *CQ, out []byte) (cqQueue, error) {
+func (p *rxeProvider) newCQ(cq *CQ, _ driverReq, out []byte) (cqQueue, error) {
 	var resp abi.RXECreateCQResp
 	copy(abi.Bytes(&resp), out)
 	ring, err := p.mapRing("CQ", resp.MI)
@@ -227,11 +227,11 @@ type rxeQP struct {
 	dbOut []byte   // its response
 }
 
-func (p *rxeProvider) qpDriverData() ([]byte, int) {
-	return nil, int(abiSize[abi.RXECreateQPResp]())
+func (p *rxeProvider) qpDriverData(*QPConfig) (driverReq, error) {
+	return driverReq{outLen: int(abiSize[abi.RXECreateQPResp]())}, nil
 }
 
-func (p *rxeProvider) newQP(qp *QP, out []byte) (qpQueues, error) {
+func (p *rxeProvider) newQP(qp *QP, _ driverReq, out []byte) (qpQueues, error) {
 	var resp abi.RXECreateQPResp
 	copy(abi.Bytes(&resp), out)
 	q := &rxeQP{p: p, qp: qp}
@@ -456,11 +456,11 @@ type rxeSRQ struct {
 	newMap abi.MMInfo // where MODIFY_SRQ reports a resized queue
 }
 
-func (p *rxeProvider) srqDriverData() ([]byte, int) {
-	return nil, int(abiSize[abi.RXECreateSRQResp]())
+func (p *rxeProvider) srqDriverData(*SRQConfig) (driverReq, error) {
+	return driverReq{outLen: int(abiSize[abi.RXECreateSRQResp]())}, nil
 }
 
-func (p *rxeProvider) newSRQ(srq *SRQ, out []byte) (srqQueue, error) {
+func (p *rxeProvider) newSRQ(srq *SRQ, _ driverReq, out []byte) (srqQueue, error) {
 	var resp abi.RXECreateSRQResp
 	copy(abi.Bytes(&resp), out)
 	ring, err := p.mapRing("SRQ", resp.MI)

@@ -87,17 +87,24 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	m.FD(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
 	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, abi.Bytes(&maxWR))
 	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, abi.Bytes(&maxSGE))
-	driverOut := c.driverData(m, c.prov.srqDriverData)
+	req, err := c.prov.srqDriverData(&cfg)
+	if err != nil {
+		c.dropUserHandle(srq.userHandle)
+		return nil, err
+	}
+	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
+		req.abort()
 		c.dropUserHandle(srq.userHandle)
 		return nil, err
 	}
 	srq.handle = uint32(m.Result(h))
 	srq.maxWR, srq.maxSGE = maxWR, maxSGE // the provider sets maxWR to what its ring holds
 	srq.closer = srq.destroy
-	q, err := c.prov.newSRQ(srq, driverOut)
+	q, err := c.prov.newSRQ(srq, req, driverOut)
 	if err != nil {
 		srq.destroyKernel()
+		req.abort()
 		c.dropUserHandle(srq.userHandle)
 		return nil, err
 	}
