@@ -65,5 +65,5 @@
 //
 // The facts come from rdma-core's providers/mlx5 (verbs.c, qp.c, cq.c,
 // srq.c; function names are cited where each rule is applied) and
-// infiniband/mlx5dv.h; see ../shared/docs/upstream-facts.md §1.
+// Debian's infiniband/mlx5dv.h.
 package mlx5
