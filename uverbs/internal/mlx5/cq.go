@@ -1,0 +1,259 @@
+package mlx5
+
+// CQE is a decoded 64-byte completion (struct mlx5_cqe64, or struct
+// mlx5_err_cqe for the error opcodes), with the ibv_wc values libmlx5
+// derives from it. Which work request it completes is left to the
+// provider: Requester() says SQ or receive side, WQECounter finds it
+// (SQ.Complete, RQ.Complete, SRQ.Complete), QPN or SRQNUIdx names the
+// queue.
+type CQE struct {
+	Opcode     uint8  // CQE opcode (CQEReq, CQERespSend, ..., CQEReqErr, CQERespErr)
+	Status     uint8  // ibv_wc_status: WCSuccess or the syndrome's status
+	WCOpcode   uint8  // ibv_wc_opcode (for errors: what the CQE says, often garbage; libmlx5 leaves it unset)
+	WCFlags    uint8  // WCFlagWithImm, WCFlagWithInv, WCFlagGRH
+	Syndrome   uint8  // error CQEs: the syndrome
+	VendorErr  uint8  // error CQEs: vendor_err_synd
+	SQOpcode   uint8  // requester CQEs: the WQE's opcode (sop_drop_qpn >> 24)
+	SL         uint8  // responder: service level
+	PathBits   uint8  // responder: dlid path bits (ml_path & 0x7f)
+	SE         bool   // solicited event bit of op_own
+	QPN        uint32 // 24 bits
+	SRQNUIdx   uint32 // srqn_uidx & 0xffffff: SRQ number, or the user index with CQE version 1
+	WQECounter uint16
+	ByteLen    uint32 // responder and RDMA read: bytes; atomics: 8
+	Imm        uint32 // host order: immediate data (WCFlagWithImm) or invalidated rkey (WCFlagWithInv)
+	SrcQP      uint32 // responder: source QP (UD)
+	SLID       uint16
+	PKeyIndex  uint16
+	Timestamp  uint64
+	Inline     uint8 // op_own's inline-scatter bits (MLX5_INLINE_SCATTER_32/64): data is in the CQE
+}
+
+// Requester says whether the completion is for a send queue work request.
+func (c *CQE) Requester() bool { return c.Opcode == CQEReq || c.Opcode == CQEReqErr }
+
+// SyndromeStatus maps an error CQE syndrome to its ibv_wc_status as cq.c
+// mlx5_handle_error_cqe does; unknown syndromes are IBV_WC_GENERAL_ERR.
+func SyndromeStatus(synd uint8) uint8 {
+	switch synd {
+	case SyndLocalLength:
+		return WCLocLenErr
+	case SyndLocalQPOp:
+		return WCLocQPOpErr
+	case SyndLocalProt:
+		return WCLocProtErr
+	case SyndWRFlush:
+		return WCWRFlushErr
+	case SyndMWBind:
+		return WCMWBindErr
+	case SyndBadResp:
+		return WCBadRespErr
+	case SyndLocalAccess:
+		return WCLocAccessErr
+	case SyndRemoteInvalReq:
+		return WCRemInvReqErr
+	case SyndRemoteAccess:
+		return WCRemAccessErr
+	case SyndRemoteOp:
+		return WCRemOpErr
+	case SyndTransportRetry:
+		return WCRetryExcErr
+	case SyndRNRRetry:
+		return WCRNRRetryExcErr
+	case SyndRemoteAborted:
+		return WCRemAbortErr
+	}
+	return WCGeneralErr
+}
+
+// DecodeCQE decodes the 64-byte CQE at the start of b into c. It reports
+// false, leaving c partly written, for a CQE a CQ of RC/UC/UD QPs and SRQs
+// does not produce (resize, no-packet, signature error, invalid, an
+// unknown opcode, or compressed CQE formats) and for b shorter than 64
+// bytes; it never panics. Ownership is the caller's business (CQ.Poll).
+func DecodeCQE(b []byte, c *CQE) bool {
+	if len(b) < CQESize {
+		return false
+	}
+	b = b[:CQESize]
+	opOwn := b[63]
+	*c = CQE{
+		Opcode:     opOwn >> 4,
+		SE:         opOwn&2 != 0,
+		QPN:        be.Uint32(b[56:]) & 0xffffff,
+		SRQNUIdx:   be.Uint32(b[32:]) & 0xffffff,
+		WQECounter: be.Uint16(b[60:]),
+		Inline:     opOwn & (inlineScatter32 | inlineScatter64),
+	}
+	if (opOwn>>2)&3 != 0 {
+		return false // compressed or other CQE formats: never asked for
+	}
+	switch c.Opcode {
+	case CQEReq:
+		c.SQOpcode = b[56]
+		c.Timestamp = be.Uint64(b[48:])
+		switch c.SQOpcode {
+		case OpRDMAWriteImm:
+			c.WCFlags = WCFlagWithImm
+			c.WCOpcode = WCOpRDMAWrite
+		case OpRDMAWrite:
+			c.WCOpcode = WCOpRDMAWrite
+		case OpSendImm:
+			c.WCFlags = WCFlagWithImm
+			c.WCOpcode = WCOpSend
+		case OpSend, OpSendInval:
+			c.WCOpcode = WCOpSend
+		case OpRDMARead:
+			c.WCOpcode = WCOpRDMARead
+			c.ByteLen = be.Uint32(b[44:])
+		case OpAtomicCS:
+			c.WCOpcode = WCOpCompSwap
+			c.ByteLen = 8
+		case OpAtomicFA:
+			c.WCOpcode = WCOpFetchAdd
+			c.ByteLen = 8
+		default:
+			c.WCOpcode = wcOpUnknown
+		}
+		return true
+	case CQERespWRImm, CQERespSend, CQERespSendImm, CQERespSendInv:
+		c.ByteLen = be.Uint32(b[44:])
+		c.Timestamp = be.Uint64(b[48:])
+		imm := be.Uint32(b[36:])
+		switch c.Opcode {
+		case CQERespWRImm:
+			c.WCOpcode, c.WCFlags, c.Imm = WCOpRecvRDMAWImm, WCFlagWithImm, imm
+		case CQERespSend:
+			c.WCOpcode = WCOpRecv
+		case CQERespSendImm:
+			c.WCOpcode, c.WCFlags, c.Imm = WCOpRecv, WCFlagWithImm, imm
+		case CQERespSendInv:
+			c.WCOpcode, c.WCFlags, c.Imm = WCOpRecv, WCFlagWithInv, imm
+		}
+		flagsRQPN := be.Uint32(b[24:])
+		c.SLID = be.Uint16(b[22:])
+		c.SL = uint8(flagsRQPN>>24) & 0xf
+		c.SrcQP = flagsRQPN & 0xffffff
+		c.PathBits = b[17] & 0x7f
+		if (flagsRQPN>>28)&3 != 0 {
+			c.WCFlags |= WCFlagGRH
+		}
+		c.PKeyIndex = uint16(imm)
+		return true
+	case CQEReqErr, CQERespErr:
+		c.Syndrome = b[55]
+		c.VendorErr = b[54]
+		c.Status = SyndromeStatus(c.Syndrome)
+		if c.Opcode == CQEReqErr {
+			c.SQOpcode = b[56]
+		}
+		c.WCOpcode = wcOpUnknown
+		return true
+	}
+	return false
+}
+
+// CQ is a completion queue: a ring of 64- or 128-byte CQEs (for 128-byte
+// CQEs the 64-byte CQE is the second half), the CQ's 8-byte doorbell
+// record (consumer index, arm word) and, for arming, the UAR page's CQ
+// doorbell register. Not safe for concurrent use (libmlx5 holds cq.lock).
+type CQ struct {
+	buf     []byte
+	ncqe    uint32
+	cqeSize int
+	cqn     uint32
+	dbrec   []byte
+	uar     []byte // the UAR page (CQDoorbell+8 bytes at least), nil: cannot arm
+	w       Writer
+	ci      uint32 // consumer index, libmlx5's cons_index
+	armSN   uint32
+}
+
+// CQConfig describes a completion queue to NewCQ.
+type CQConfig struct {
+	Buf    []byte   // Sizing.Bytes bytes, prepared with InitCQBuffer before CREATE_CQ
+	Sizing CQSizing // from CQSize
+	CQN    uint32   // from CREATE_CQ's response
+	DBRec  []byte   // the CQ's 8-byte doorbell record
+	UAR    []byte   // the UAR page used for arming (the CQ's uar_page_index), or nil
+	Writer Writer   // Device{} outside tests
+}
+
+// InitCQBuffer marks every CQE of a fresh CQ buffer invalid and owned by
+// the hardware (op_own = MLX5_CQE_INVALID << 4, cq.c mlx5_alloc_cq_buf).
+func InitCQBuffer(buf []byte, s CQSizing) {
+	for i := range s.NCQE {
+		buf[i*s.CQESize+s.CQESize-1] = cqeOpcodeInvalidByte
+	}
+}
+
+// NewCQ returns the CQ c describes, with consumer index 0.
+func NewCQ(c CQConfig) (*CQ, error) {
+	s := c.Sizing
+	if s.NCQE < 2 || s.NCQE&(s.NCQE-1) != 0 || s.NCQE > 1<<24 || (s.CQESize != 64 && s.CQESize != 128) || len(c.Buf) < s.NCQE*s.CQESize {
+		return nil, invalid("CQ sizing %+v in %d bytes", s, len(c.Buf))
+	}
+	if len(c.DBRec) < DBRecSize || c.Writer == nil || (c.UAR != nil && len(c.UAR) < CQDoorbell+8) {
+		return nil, invalid("CQ without doorbell record or writer, or a short UAR page")
+	}
+	return &CQ{buf: c.Buf[:s.NCQE*s.CQESize], ncqe: uint32(s.NCQE), cqeSize: s.CQESize, cqn: c.CQN,
+		dbrec: c.DBRec[:DBRecSize], uar: c.UAR, w: c.Writer}, nil
+}
+
+// ConsumerIndex is the count of CQEs consumed (24 bits reach the device).
+func (q *CQ) ConsumerIndex() uint32 { return q.ci }
+
+// cqe64 returns the 64-byte CQE of slot n.
+func (q *CQ) cqe64(n uint32) []byte {
+	off := int(n&(q.ncqe-1))*q.cqeSize + q.cqeSize - CQESize
+	return q.buf[off : off+CQESize]
+}
+
+// Poll decodes the next CQE into c if software owns it and advances the
+// consumer index; false when the CQ is empty. A CQE is software's when
+// its opcode is not MLX5_CQE_INVALID and its owner bit equals the wrap
+// parity of the consumer index, (ci & ncqe) != 0 (cq.c get_sw_cqe); a read
+// barrier follows that check, before the rest is read. ok reports whether
+// the CQE decoded (DecodeCQE); an undecodable one is consumed too, so a
+// corrupt entry cannot wedge the queue. Poll does not write the doorbell
+// record: call UpdateCI after a batch.
+func (q *CQ) Poll(c *CQE) (got, ok bool) {
+	b := q.cqe64(q.ci)
+	opOwn := b[63]
+	if opOwn>>4 == CQEInvalid || (opOwn&cqeOwnerMask != 0) != (q.ci&q.ncqe != 0) {
+		return false, false
+	}
+	readBarrier()
+	ok = DecodeCQE(b, c)
+	q.ci++
+	return true, ok
+}
+
+// UpdateCI writes the consumer index to the doorbell record (cq.c
+// update_cons_index), telling the device the CQEs before it are free.
+func (q *CQ) UpdateCI() { q.w.StoreUint32BE(q.dbrec, CQSetCIDBR, q.ci&0xffffff) }
+
+// Arm requests a completion event for the next CQE (solicited false) or
+// the next solicited one, as cq.c mlx5_arm_cq: the arm word sn<<28 | cmd
+// | ci goes to the doorbell record, then a write barrier, one 8-byte store
+// of (word << 32 | cqn) to the UAR's CQ doorbell, and a write barrier.
+func (q *CQ) Arm(solicited bool) error {
+	if q.uar == nil {
+		return invalid("CQ %d has no UAR to arm with", q.cqn)
+	}
+	cmd := uint32(armNext)
+	if solicited {
+		cmd = armSolicited
+	}
+	word := (q.armSN&3)<<28 | cmd | q.ci&0xffffff
+	q.w.StoreUint32BE(q.dbrec, CQArmDBR, word)
+	q.w.WriteBarrier()
+	q.w.StoreUint64BE(q.uar, CQDoorbell, uint64(word)<<32|uint64(q.cqn))
+	q.w.WriteBarrier()
+	return nil
+}
+
+// Event counts a completion event read from the completion channel
+// (libmlx5's mlx5_cq_event: arm_sn++), so the next Arm uses the next
+// sequence number.
+func (q *CQ) Event() { q.armSN++ }

@@ -1,0 +1,377 @@
+package mlx5
+
+// SQ is the send queue of one QP: a ring of 64-byte blocks in the QP
+// buffer, the send word of the QP's doorbell record and a BlueFlame
+// register. Work requests are built in place with Begin, the segment
+// methods and Finish, and handed to the device with Ring; any number of
+// Finish calls may share one Ring (a post list).
+//
+// An SQ is not safe for concurrent use (libmlx5 holds sq.lock around a
+// post; the provider does the same). Completions retire work requests
+// through Complete, which the CQ's poller calls under the same lock.
+type SQ struct {
+	buf       []byte // WQECnt*64 bytes
+	mask      uint32 // WQECnt-1
+	qpn       uint32
+	qpType    QPType
+	maxPost   uint32
+	maxGS     int
+	maxInline int
+	dbrec     []byte
+	bf        *BlueFlame
+	w         Writer
+
+	// SignalAll makes every work request signaled (sq_sig_all at create).
+	SignalAll bool
+	// PreferBF copies WQEs that are not inline to the BlueFlame buffer too
+	// (libmlx5's MLX5_POST_SEND_PREFER_BF); off by default, as there.
+	PreferBF bool
+
+	curPost uint32 // 64-byte blocks posted, libmlx5's sq.cur_post
+	head    uint32 // work requests posted
+	tail    uint32 // work requests retired
+	wrid    []uint64
+	wqeHead []uint32
+
+	// the work request being built
+	building bool
+	start    int // byte offset of its ctrl segment
+	pos      int // byte offset of its next segment
+	ds       int
+	opcode   uint8
+	fmCeSe   uint8
+	imm      uint32
+	nsge     int
+	hasRAddr bool
+	hasAtom  bool
+	hasDgram bool
+	inlHdr   int // byte offset of the inline header, -1 if none
+	inlLen   int
+
+	// since the last Ring
+	pending    int
+	lastStart  int
+	lastDS     int
+	lastInline bool
+}
+
+// SQConfig describes a send queue to NewSQ.
+type SQConfig struct {
+	Buf       []byte     // the SQ part of the QP buffer: Sizing.Bytes bytes at the SQ offset
+	Sizing    SQSizing   // from SQSize
+	QPN       uint32     // the QP number CREATE_QP returned
+	Type      QPType     // RC, UC or UD
+	DBRec     []byte     // the QP's 8-byte doorbell record (send word at SndDBR)
+	BlueFlame *BlueFlame // the QP's register
+	Writer    Writer     // Device{} outside tests
+}
+
+// NewSQ returns the send queue c describes, empty.
+func NewSQ(c SQConfig) (*SQ, error) {
+	s := c.Sizing
+	if s.WQECnt <= 0 || s.WQECnt > 1<<16 || s.WQECnt&(s.WQECnt-1) != 0 || len(c.Buf) < s.WQECnt*SendWQEBB {
+		return nil, invalid("send queue of %d blocks in %d bytes", s.WQECnt, len(c.Buf))
+	}
+	if len(c.DBRec) < DBRecSize || c.BlueFlame == nil || c.Writer == nil {
+		return nil, invalid("send queue without doorbell record, BlueFlame register or writer")
+	}
+	if c.Type != RC && c.Type != UC && c.Type != UD {
+		return nil, invalid("QP type %v", c.Type)
+	}
+	if s.MaxPost <= 0 || s.MaxPost*s.WQESize > s.WQECnt*SendWQEBB || s.WQESize/SegSize > maxDS {
+		return nil, invalid("send queue sizing %+v", s)
+	}
+	return &SQ{
+		buf: c.Buf[:s.WQECnt*SendWQEBB], mask: uint32(s.WQECnt - 1), qpn: c.QPN & 0xffffff, qpType: c.Type,
+		maxPost: uint32(s.MaxPost), maxGS: s.MaxGS, maxInline: s.MaxInline,
+		dbrec: c.DBRec[:DBRecSize], bf: c.BlueFlame, w: c.Writer,
+		wrid: make([]uint64, s.WQECnt), wqeHead: make([]uint32, s.WQECnt), inlHdr: -1,
+	}, nil
+}
+
+// Outstanding is the number of work requests posted and not yet retired.
+func (q *SQ) Outstanding() int { return int(q.head - q.tail) }
+
+// Counter is the send counter in 64-byte blocks (its low 16 bits are what
+// the doorbell record and the WQE index carry).
+func (q *SQ) Counter() uint32 { return q.curPost }
+
+// seg returns the 16 bytes at the ring offset off.
+func (q *SQ) seg(off int) []byte { return q.buf[off : off+SegSize] }
+
+// advance moves the segment cursor by one 16-byte unit, wrapping to the
+// start of the ring at its end (libmlx5: seg == qend -> mlx5_get_send_wqe(qp, 0)).
+func (q *SQ) advance(n int) {
+	q.pos += n
+	if q.pos >= len(q.buf) {
+		q.pos -= len(q.buf)
+	}
+	q.ds += n / SegSize
+}
+
+// Begin starts a work request: opcode is an Op* value, fmCeSe the Ctrl*
+// bits (CtrlCQUpdate for a signaled one, CtrlSolicited, CtrlFence), imm the
+// immediate data of the *_IMM opcodes or the rkey of OpSendInval (host
+// order). It returns ErrBusy when the queue holds its maximum of
+// outstanding work requests, ErrInvalid for an opcode the QP type does not
+// have. A work request begun and not finished is dropped by the next Begin
+// or by Abort; nothing reaches the device before Ring.
+func (q *SQ) Begin(opcode, fmCeSe uint8, imm uint32) error {
+	q.building = false
+	switch opcode {
+	case OpSend, OpSendImm:
+	case OpRDMAWrite, OpRDMAWriteImm:
+		if q.qpType == UD {
+			return invalid("opcode %#x on a UD QP", opcode)
+		}
+	case OpRDMARead, OpAtomicCS, OpAtomicFA, OpSendInval:
+		if q.qpType != RC {
+			return invalid("opcode %#x on a %v QP", opcode, q.qpType)
+		}
+	case OpNOP:
+	default:
+		return invalid("send opcode %#x", opcode)
+	}
+	if q.head-q.tail >= q.maxPost {
+		return ErrBusy
+	}
+	if q.SignalAll {
+		fmCeSe |= CtrlCQUpdate
+	}
+	q.building = true
+	q.start = int(q.curPost&q.mask) * SendWQEBB
+	q.pos = q.start
+	q.ds = 0
+	q.opcode, q.fmCeSe, q.imm = opcode, fmCeSe&(CtrlCQUpdate|CtrlSolicited|CtrlFence|CtrlSmallFence), imm
+	q.nsge, q.inlHdr, q.inlLen = 0, -1, 0
+	q.hasRAddr, q.hasAtom, q.hasDgram = false, false, false
+	q.advance(SegSize) // the ctrl segment, written by Finish
+	return nil
+}
+
+// Abort drops the work request being built.
+func (q *SQ) Abort() { q.building = false }
+
+func (q *SQ) check(what string) error {
+	if !q.building {
+		return invalid("%s outside Begin/Finish", what)
+	}
+	return nil
+}
+
+// RemoteAddr adds the remote address segment of an RDMA write, read or
+// atomic; it must come first after Begin.
+func (q *SQ) RemoteAddr(raddr uint64, rkey uint32) error {
+	if err := q.check("RemoteAddr"); err != nil {
+		return err
+	}
+	switch q.opcode {
+	case OpRDMAWrite, OpRDMAWriteImm, OpRDMARead, OpAtomicCS, OpAtomicFA:
+	default:
+		return invalid("remote address on opcode %#x", q.opcode)
+	}
+	if q.ds != 1 {
+		return invalid("remote address after other segments")
+	}
+	PutRAddr(q.seg(q.pos), raddr, rkey)
+	q.advance(SegSize)
+	q.hasRAddr = true
+	return nil
+}
+
+// Atomic adds the atomic segment: for OpAtomicCS the swap and compare
+// values, for OpAtomicFA the addend (compare ignored). It follows
+// RemoteAddr; the 8-byte local buffer follows as one Data call.
+func (q *SQ) Atomic(swapAdd, compare uint64) error {
+	if err := q.check("Atomic"); err != nil {
+		return err
+	}
+	if q.opcode != OpAtomicCS && q.opcode != OpAtomicFA {
+		return invalid("atomic segment on opcode %#x", q.opcode)
+	}
+	if !q.hasRAddr || q.hasAtom || q.ds != 2 {
+		return invalid("atomic segment must follow the remote address")
+	}
+	if q.opcode == OpAtomicFA {
+		compare = 0
+	}
+	PutAtomic(q.seg(q.pos), swapAdd, compare)
+	q.advance(SegSize)
+	q.hasAtom = true
+	return nil
+}
+
+// Datagram adds the UD datagram segment: the address handle's AV with the
+// remote QPN and Q_Key. It must come first after Begin on a UD QP.
+func (q *SQ) Datagram(av *AV, remoteQPN, qkey uint32) error {
+	if err := q.check("Datagram"); err != nil {
+		return err
+	}
+	if q.qpType != UD || q.ds != 1 || av == nil {
+		return invalid("datagram segment on a %v QP or after other segments", q.qpType)
+	}
+	// ctrl is the first 16 bytes of a 64-byte block, so the 48-byte AV
+	// never crosses the end of the ring.
+	PutDatagram(q.buf[q.pos:q.pos+AVSize], av, remoteQPN, qkey)
+	q.advance(AVSize)
+	q.hasDgram = true
+	return nil
+}
+
+// Data adds a gather entry. Zero-length entries are counted against the
+// limit but take no segment, as in libmlx5. For atomics the entry is the
+// 8-byte result buffer and its segment says 8 bytes.
+func (q *SQ) Data(addr uint64, length, lkey uint32) error {
+	if err := q.check("Data"); err != nil {
+		return err
+	}
+	if q.inlHdr >= 0 {
+		return invalid("data segment after inline data")
+	}
+	if q.nsge >= q.maxGS {
+		return invalid("more than %d gather entries", q.maxGS)
+	}
+	q.nsge++
+	if length == 0 {
+		return nil
+	}
+	if q.opcode == OpAtomicCS || q.opcode == OpAtomicFA {
+		length = AtomicSize
+	}
+	PutData(q.seg(q.pos), length, lkey, addr)
+	q.advance(SegSize)
+	return nil
+}
+
+// Inline copies b into the work request as inline data; successive calls
+// append to one inline segment (a gather list sent inline). It fails,
+// writing nothing visible, when the total passes the queue's MaxInline.
+func (q *SQ) Inline(b []byte) error {
+	if err := q.check("Inline"); err != nil {
+		return err
+	}
+	if q.nsge > 0 {
+		return invalid("inline data after data segments")
+	}
+	switch q.opcode {
+	case OpSend, OpSendImm, OpSendInval, OpRDMAWrite, OpRDMAWriteImm:
+	default:
+		return invalid("inline data on opcode %#x", q.opcode)
+	}
+	if q.inlLen+len(b) > q.maxInline {
+		return invalid("%d inline bytes above the queue's %d", q.inlLen+len(b), q.maxInline)
+	}
+	if q.inlHdr < 0 {
+		q.inlHdr = q.pos
+	}
+	// Data starts 4 bytes after the header and wraps at the ring's end
+	// like the segments (qp.c set_data_inl_seg).
+	off := q.inlHdr + 4 + q.inlLen
+	for len(b) > 0 {
+		if off >= len(q.buf) {
+			off -= len(q.buf)
+		}
+		n := copy(q.buf[off:], b)
+		b = b[n:]
+		off += n
+		q.inlLen += n
+	}
+	return nil
+}
+
+// Finish completes the work request begun last and records wrID for its
+// completion. The device sees it after the next Ring.
+func (q *SQ) Finish(wrID uint64) error {
+	if err := q.check("Finish"); err != nil {
+		return err
+	}
+	switch q.opcode {
+	case OpRDMAWrite, OpRDMAWriteImm, OpRDMARead:
+		if !q.hasRAddr {
+			return invalid("opcode %#x without remote address", q.opcode)
+		}
+	case OpAtomicCS, OpAtomicFA:
+		if !q.hasAtom || q.ds != 4 {
+			return invalid("atomic without remote address, atomic segment and one 8-byte data segment")
+		}
+	}
+	if q.qpType == UD && !q.hasDgram {
+		return invalid("UD send without datagram segment")
+	}
+	if q.inlLen > 0 {
+		PutInlineHeader(q.buf[q.inlHdr:], uint32(q.inlLen))
+		q.ds += InlineDS(q.inlLen)
+	}
+	ds := q.ds
+	PutCtrl(q.seg(q.start), q.opcode, 0, uint16(q.curPost), q.qpn, uint8(ds), q.fmCeSe, q.imm)
+	idx := q.curPost & q.mask
+	q.wrid[idx] = wrID
+	q.wqeHead[idx] = q.head
+	q.head++
+	q.curPost += uint32((ds*SegSize + SendWQEBB - 1) / SendWQEBB)
+	q.building = false
+	q.pending++
+	q.lastStart, q.lastDS, q.lastInline = q.start, ds, q.inlLen > 0
+	return nil
+}
+
+// Ring hands the work requests finished since the last Ring to the
+// device, in the order of qp.c post_send_db: the doorbell record's send
+// word gets the block counter (its store orders the WQE stores before it),
+// a write barrier, then either the whole WQE copied to the BlueFlame
+// buffer (one work request, inline or PreferBF, at most half the
+// register) or its first 8 bytes as the doorbell, a write barrier, and the
+// BlueFlame half toggles. Ring with nothing pending does nothing.
+func (q *SQ) Ring() {
+	if q.pending == 0 {
+		return
+	}
+	bf := q.bf
+	q.w.StoreUint32BE(q.dbrec, SndDBR, q.curPost&0xffff)
+	q.w.WriteBarrier()
+	copied := false
+	if q.pending == 1 && bf.blueFlame && (q.lastInline || q.PreferBF) && q.lastDS > 1 && q.lastDS <= bf.half/SegSize {
+		copied = q.copyBF(q.lastStart, (q.lastDS*SegSize+SendWQEBB-1)/SendWQEBB)
+	}
+	if !copied {
+		q.w.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.buf[q.lastStart:]))
+	}
+	q.w.WriteBarrier()
+	bf.offset ^= bf.half
+	q.pending = 0
+}
+
+// copyBF copies n blocks of the WQE at ring offset off to the current
+// BlueFlame half, wrapping in the ring (qp.c mlx5_bf_copy). False if the
+// register is not 64-byte aligned (then the first copy wrote nothing).
+func (q *SQ) copyBF(off, n int) bool {
+	dst := q.bf.reg[q.bf.offset:]
+	for i := range n {
+		if !q.w.Copy64(dst[i*SendWQEBB:], (*[SendWQEBB]byte)(q.buf[off:off+SendWQEBB])) {
+			return false
+		}
+		off += SendWQEBB
+		if off == len(q.buf) {
+			off = 0
+		}
+	}
+	return true
+}
+
+// Complete retires work requests for a requester completion (good or
+// error) whose wqe_counter is counter: the work request there and every
+// unsignaled one before it (cq.c mlx5_parse_cqe: tail = wqe_head[idx] +
+// 1). It returns that work request's wrID.
+func (q *SQ) Complete(counter uint16) uint64 {
+	idx := uint32(counter) & q.mask
+	q.tail = q.wqeHead[idx] + 1
+	return q.wrid[idx]
+}
+
+// Reset empties the queue for a QP moved to RESET (verbs.c mlx5_modify_qp:
+// indices and the doorbell record's send word back to 0). The BlueFlame
+// half is the register's, not the QP's, and stays.
+func (q *SQ) Reset() {
+	q.curPost, q.head, q.tail, q.pending, q.building = 0, 0, 0, 0, false
+	q.w.StoreUint32BE(q.dbrec, SndDBR, 0)
+}
