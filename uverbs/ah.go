@@ -13,6 +13,7 @@ type AH struct {
 	pd   *PD
 	attr AHAttr
 	num  uint32 // rxe: the kernel's AH index, carried in UD send WQEs
+	drv  any    // mlx5: the address vector UD sends copy
 }
 
 // CreateAH creates an address handle (ibv_create_ah). On RoCE the
@@ -45,11 +46,17 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	var core abi.CreateAHResp
 	copy(abi.Bytes(&core), resp)
 	ah.handle = core.AHHandle
-	c.prov.ahCreated(ah, resp[abi.OffsetofCreateAHRespDriverData:])
-	ah.closer = func() error {
+	destroy := func() error {
 		m := sys.NewMethod("uverbs AH_DESTROY", abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY)
 		m.Handle(abi.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
-		if err := m.Exec(c.fd, c.driverID); err != nil {
+		return m.Exec(c.fd, c.driverID)
+	}
+	if err := c.prov.ahCreated(ah, resp[abi.OffsetofCreateAHRespDriverData:]); err != nil {
+		destroy()
+		return nil, err
+	}
+	ah.closer = func() error {
+		if err := destroy(); err != nil {
 			return err
 		}
 		pd.release()

@@ -151,6 +151,9 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		ch.mu.Unlock()
 		if cq != nil { // nil: a CQ destroyed after the event was queued
 			cq.events.Add(1)
+			if e, ok := cq.q.(cqEventer); ok {
+				e.event()
+			}
 			return cq, nil
 		}
 	}

@@ -247,6 +247,13 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if err := cq.alive(); err != nil {
 		return err
 	}
+	if a, ok := cq.q.(cqArmer); ok {
+		if cq.locks {
+			cq.mu.Lock()
+			defer cq.mu.Unlock()
+		}
+		return a.arm(solicitedOnly)
+	}
 	req := abi.ReqNotifyCQ{CQHandle: cq.handle}
 	if solicitedOnly {
 		req.SolicitedOnly = 1
@@ -288,6 +295,9 @@ func (cq *CQ) Resize(size int) error {
 	}
 	if err := cq.ctx.checkCQSize("CQ.Resize", "size", size); err != nil {
 		return err
+	}
+	if f, ok := cq.q.(fixedSize); ok {
+		return fmt.Errorf("uverbs: CQ.Resize: %s: %w", f.fixedSize(), ErrNotSupported)
 	}
 	if cq.locks {
 		cq.mu.Lock()

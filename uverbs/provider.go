@@ -32,7 +32,9 @@ type provider interface {
 	srqDriverData(cfg *SRQConfig) (driverReq, error)
 	newSRQ(srq *SRQ, req driverReq, driverOut []byte) (srqQueue, error)
 	ahDriverOutLen() int
-	ahCreated(ah *AH, driverOut []byte)
+	// ahCreated takes CREATE_AH's driver response; an error fails
+	// CreateAH (the AH is destroyed).
+	ahCreated(ah *AH, driverOut []byte) error
 	close()
 }
 
@@ -68,6 +70,23 @@ type cqQueue interface {
 	unmap() error
 }
 
+// Optional queue methods, for providers whose device user space drives
+// directly (mlx5):
+//
+//   - cqArmer: RequestNotify arms the CQ in user space instead of
+//     REQ_NOTIFY_CQ; cqEventer hears of each completion event.
+//   - qpResetter: the QP went to RESET: its rings start over.
+//   - fixedSize: the queue cannot be resized (CQ.Resize and an SRQ's
+//     MaxWR are refused before any kernel call).
+type (
+	cqArmer interface {
+		arm(solicitedOnly bool) error
+	}
+	cqEventer  interface{ event() }
+	qpResetter interface{ reset() }
+	fixedSize  interface{ fixedSize() string }
+)
+
 // qpQueues posts to a QP's send and receive queues.
 type qpQueues interface {
 	postSend(wr *SendWR) error
@@ -89,6 +108,8 @@ func newProvider(c *Context) provider {
 	switch c.driverID {
 	case abi.RDMA_DRIVER_RXE:
 		return &rxeProvider{ctx: c}
+	case abi.RDMA_DRIVER_MLX5:
+		return &mlx5Provider{ctx: c}
 	}
 	return noProvider{driver: c.dev.DriverName, id: c.driverID}
 }
@@ -113,5 +134,5 @@ func (p noProvider) newQP(*QP, driverReq, []byte) (qpQueues, error)   { return n
 func (p noProvider) srqDriverData(*SRQConfig) (driverReq, error)      { return driverReq{}, p.err() }
 func (p noProvider) newSRQ(*SRQ, driverReq, []byte) (srqQueue, error) { return nil, p.err() }
 func (noProvider) ahDriverOutLen() int                                { return 0 }
-func (noProvider) ahCreated(*AH, []byte)                              {}
+func (noProvider) ahCreated(*AH, []byte) error                        { return nil }
 func (noProvider) close()                                             {}

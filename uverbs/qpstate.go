@@ -273,6 +273,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return err
 	}
 	if mask&QPAttrState != 0 {
+		if r, ok := qp.q.(qpResetter); ok && next == QPStateReset {
+			r.reset()
+		}
 		qp.state.Store(uint32(next))
 	}
 	return nil

@@ -513,8 +513,9 @@ func (q *rxeSRQ) unmap() error { return q.ring.unmap() }
 
 func (p *rxeProvider) ahDriverOutLen() int { return int(abiSize[abi.RXECreateAHResp]()) }
 
-func (p *rxeProvider) ahCreated(ah *AH, out []byte) {
+func (p *rxeProvider) ahCreated(ah *AH, out []byte) error {
 	var resp abi.RXECreateAHResp
 	copy(abi.Bytes(&resp), out)
 	ah.num = resp.AHNum
+	return nil
 }

@@ -234,6 +234,9 @@ func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 			return fmt.Errorf("uverbs: modify SRQ: Limit %d is more than the %d receives the SRQ holds: %w", attr.Limit, room, errInvalid)
 		}
 	}
+	if f, ok := srq.q.(fixedSize); ok && mask&SRQMaxWR != 0 {
+		return fmt.Errorf("uverbs: modify SRQ: MaxWR: %s: %w", f.fixedSize(), ErrNotSupported)
+	}
 	drvIn, drvOut := srq.q.modifyDriverData()
 	core := abi.ModifySRQ{SRQHandle: srq.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
 	in := append(append([]byte{}, abi.Bytes(&core)...), drvIn...)

@@ -257,3 +257,55 @@ func (q *CQ) Arm(solicited bool) error {
 // (libmlx5's mlx5_cq_event: arm_sn++), so the next Arm uses the next
 // sequence number.
 func (q *CQ) Event() { q.armSN++ }
+
+// Clean removes the software-owned CQEs for which remove reports true,
+// as cq.c __mlx5_cq_clean does for a QP moved to RESET or destroyed: it
+// finds the last CQE software owns (at most a ring from the consumer
+// index), walks back to the consumer index moving each kept CQE forward
+// over the removed ones (each slot keeps its own owner bit), and advances
+// the consumer index by the number removed, writing it to the doorbell
+// record. It returns that number. remove sees each CQE decoded (for an
+// undecodable one, the zero CQE with its raw bytes' opcode).
+func (q *CQ) Clean(remove func(c *CQE) bool) int {
+	prod := q.ci
+	for ; prod-q.ci < q.ncqe; prod++ {
+		b := q.cqe64(prod)
+		opOwn := b[63]
+		if opOwn>>4 == CQEInvalid || (opOwn&cqeOwnerMask != 0) != (prod&q.ncqe != 0) {
+			break
+		}
+	}
+	readBarrier()
+	removed := uint32(0)
+	var c CQE
+	for prod != q.ci {
+		prod--
+		b := q.cqe64(prod)
+		if !DecodeCQE(b, &c) {
+			c = CQE{Opcode: b[63] >> 4}
+		}
+		if remove(&c) {
+			removed++
+			continue
+		}
+		if removed > 0 {
+			src := q.slot(prod)
+			dst := q.slot(prod + removed)
+			owner := dst[len(dst)-1] & cqeOwnerMask
+			copy(dst, src)
+			dst[len(dst)-1] = dst[len(dst)-1]&^cqeOwnerMask | owner
+		}
+	}
+	if removed > 0 {
+		q.ci += removed
+		q.w.WriteBarrier()
+		q.UpdateCI()
+	}
+	return int(removed)
+}
+
+// slot returns the whole CQE slot n (64 or 128 bytes).
+func (q *CQ) slot(n uint32) []byte {
+	off := int(n&(q.ncqe-1)) * q.cqeSize
+	return q.buf[off : off+q.cqeSize]
+}

@@ -1,5 +1,7 @@
 package mlx5
 
+import "sync/atomic"
+
 // RQ is the receive queue of a QP not on an SRQ: a ring of WQEs of data
 // segments at offset 0 of the QP buffer, and the receive word of the QP's
 // doorbell record. Build receives with Begin, Data, Finish; Ring publishes
@@ -12,8 +14,8 @@ type RQ struct {
 	maxGS   int
 	dbrec   []byte
 	w       Writer
-	head    uint32 // receives posted
-	tail    uint32 // receives completed
+	head    uint32        // receives posted
+	tail    atomic.Uint32 // receives completed: stored by the poller, loaded by the poster
 	wrid    []uint64
 
 	building bool
@@ -38,12 +40,12 @@ func NewRQ(buf []byte, s RQSizing, dbrec []byte, w Writer) (*RQ, error) {
 }
 
 // Outstanding is the number of receives posted and not completed.
-func (q *RQ) Outstanding() int { return int(q.head - q.tail) }
+func (q *RQ) Outstanding() int { return int(q.head - q.tail.Load()) }
 
 // Begin starts a receive; ErrBusy when the queue is full.
 func (q *RQ) Begin() error {
 	q.building = false
-	if q.head-q.tail >= q.maxPost {
+	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
 	q.building = true
@@ -101,12 +103,13 @@ func (q *RQ) Ring() {
 // wqe_counter counter and returns its wrID (cq.c handle_responder:
 // idx = wqe_counter & (wqe_cnt-1); tail++).
 func (q *RQ) Complete(counter uint16) uint64 {
-	q.tail++
+	q.tail.Add(1)
 	return q.wrid[uint32(counter)&q.mask]
 }
 
 // Reset empties the queue for a QP moved to RESET.
 func (q *RQ) Reset() {
-	q.head, q.tail, q.pending, q.building = 0, 0, 0, false
+	q.head, q.pending, q.building = 0, 0, false
+	q.tail.Store(0)
 	q.w.StoreUint32BE(q.dbrec, RcvDBR, 0)
 }

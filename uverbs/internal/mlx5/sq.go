@@ -1,5 +1,7 @@
 package mlx5
 
+import "sync/atomic"
+
 // SQ is the send queue of one QP: a ring of 64-byte blocks in the QP
 // buffer, the send word of the QP's doorbell record and a BlueFlame
 // register. Work requests are built in place with Begin, the segment
@@ -8,7 +10,9 @@ package mlx5
 //
 // An SQ is not safe for concurrent use (libmlx5 holds sq.lock around a
 // post; the provider does the same). Completions retire work requests
-// through Complete, which the CQ's poller calls under the same lock.
+// through Complete, which the CQ's poller calls without that lock: the
+// retired count is atomic, and the work request ids it reads were written
+// before the doorbell that let the device complete them.
 type SQ struct {
 	buf       []byte // WQECnt*64 bytes
 	mask      uint32 // WQECnt-1
@@ -27,9 +31,9 @@ type SQ struct {
 	// (libmlx5's MLX5_POST_SEND_PREFER_BF); off by default, as there.
 	PreferBF bool
 
-	curPost uint32 // 64-byte blocks posted, libmlx5's sq.cur_post
-	head    uint32 // work requests posted
-	tail    uint32 // work requests retired
+	curPost uint32        // 64-byte blocks posted, libmlx5's sq.cur_post
+	head    uint32        // work requests posted
+	tail    atomic.Uint32 // work requests retired: stored by the poller, loaded by the poster
 	wrid    []uint64
 	wqeHead []uint32
 
@@ -90,7 +94,7 @@ func NewSQ(c SQConfig) (*SQ, error) {
 }
 
 // Outstanding is the number of work requests posted and not yet retired.
-func (q *SQ) Outstanding() int { return int(q.head - q.tail) }
+func (q *SQ) Outstanding() int { return int(q.head - q.tail.Load()) }
 
 // Counter is the send counter in 64-byte blocks (its low 16 bits are what
 // the doorbell record and the WQE index carry).
@@ -132,7 +136,7 @@ func (q *SQ) Begin(opcode, fmCeSe uint8, imm uint32) error {
 	default:
 		return invalid("send opcode %#x", opcode)
 	}
-	if q.head-q.tail >= q.maxPost {
+	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
 	if q.SignalAll {
@@ -364,7 +368,7 @@ func (q *SQ) copyBF(off, n int) bool {
 // 1). It returns that work request's wrID.
 func (q *SQ) Complete(counter uint16) uint64 {
 	idx := uint32(counter) & q.mask
-	q.tail = q.wqeHead[idx] + 1
+	q.tail.Store(q.wqeHead[idx] + 1)
 	return q.wrid[idx]
 }
 
@@ -372,6 +376,7 @@ func (q *SQ) Complete(counter uint16) uint64 {
 // indices and the doorbell record's send word back to 0). The BlueFlame
 // half is the register's, not the QP's, and stays.
 func (q *SQ) Reset() {
-	q.curPost, q.head, q.tail, q.pending, q.building = 0, 0, 0, 0, false
+	q.curPost, q.head, q.pending, q.building = 0, 0, 0, false
+	q.tail.Store(0)
 	q.w.StoreUint32BE(q.dbrec, SndDBR, 0)
 }
