@@ -57,8 +57,9 @@
 // the QP is on an SRQ (SRQNUIdx is the SRQ number with CQE version 0).
 // Status is the ibv_wc_status number, WCOpcode the ibv_wc_opcode.
 // req_notify_cq: CQ.Arm(solicitedOnly); on each completion event read from
-// the channel, CQ.Event. QP to RESET: SQ.Reset and RQ.Reset (the
-// provider also drops that QP's CQEs still in the CQ).
+// the channel, CQ.Event. QP to RESET or destroyed: CQ.Clean on its
+// receive CQ (with its SRQ) and send CQ drops its unpolled CQEs, then
+// SQ.Reset and RQ.Reset.
 //
 // Every type is single-threaded: the provider holds the queue's lock, as
 // libmlx5 does.
