@@ -21,6 +21,11 @@
 //   - CQSize: the CQ buffer (InitCQBuffer it) and cqe = CQSizing.KernCQE,
 //     cqe_size = CQSizing.CQESize.
 //
+// CreateQPData, CreateCQData and CreateSRQData fill the commands' driver
+// data (internal/abi's MLX5CreateQP, MLX5CreateCQ, MLX5CreateSRQ) from
+// the sizings, the buffer and record addresses, the user index and the UAR
+// page id.
+//
 // Buffers must be page-aligned, zeroed memory outside the Go heap (mmap'd,
 // pinned by the kernel), as must the doorbell records: 8 bytes per QP or
 // CQ, 4 per SRQ, each in its own 64-byte line of a doorbell page whose
