@@ -101,7 +101,9 @@ func (p *mlx5Provider) newUIdx(q *mlx5QP) (uint32, error) {
 		i = p.uidxFree[n-1]
 		p.uidxFree = p.uidxFree[:n-1]
 	} else {
-		if p.uidxNext >= mlx5UIdxPages*mlx5UIdxPageLen {
+		// mlx5.NoUIdx, the last 24-bit value, is the one version-1
+		// contexts may not use.
+		if p.uidxNext >= mlx5.NoUIdx {
 			return 0, fmt.Errorf("uverbs: mlx5: CreateQP: all %d user indices are in use: %w", p.uidxNext, ErrBusy)
 		}
 		i = p.uidxNext
@@ -189,12 +191,11 @@ func (p *mlx5Provider) cqDriverData(size int) (driverReq, error) {
 		return driverReq{}, err
 	}
 	mlx5.InitCQBuffer(r.buf.mem, sz)
-	if p.cqUAR.pageID > 0xffff {
+	req, err := mlx5.CreateCQData(r.buf.addr(), r.db.addr(), sz, int(p.cqUAR.pageID))
+	if err != nil {
 		r.release()
-		return driverReq{}, fmt.Errorf("uverbs: CreateCQ: mlx5 UAR page %d does not fit the 16-bit index: %w", p.cqUAR.pageID, ErrNotSupported)
+		return driverReq{}, fmt.Errorf("uverbs: CreateCQ: mlx5: %v: %w", err, ErrNotSupported)
 	}
-	req := abi.MLX5CreateCQ{BufAddr: r.buf.addr(), DbAddr: r.db.addr(), CQESize: uint32(sz.CQESize),
-		Flags: abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX, UARPageIndex: uint16(p.cqUAR.pageID)}
 	return driverReq{in: abi.Bytes(&req), outLen: int(abiSize[abi.MLX5CreateCQResp]()), size: sz.KernCQE,
 		state: r, release: r.release}, nil
 }
@@ -299,21 +300,22 @@ func (q *mlx5CQ) event() {
 }
 
 // clean drops the CQEs of the QP with user index uidx (the QP is being
-// reset or destroyed), freeing their SRQ WQEs, as mlx5_cq_clean.
+// reset or destroyed), freeing their SRQ WQEs, as mlx5_cq_clean. Locks
+// are taken in Poll's order: the CQ's, then the SRQ's.
 func (q *mlx5CQ) clean(uidx uint32, srq *mlx5SRQ) {
 	if q.cq.locks {
 		q.cq.mu.Lock()
 		defer q.cq.mu.Unlock()
 	}
-	q.q.Clean(func(c *mlx5.CQE) bool {
-		if c.SRQNUIdx != uidx {
-			return false
+	var s *mlx5.SRQ
+	if srq != nil {
+		if srq.srq.locks {
+			srq.srq.mu.Lock()
+			defer srq.srq.mu.Unlock()
 		}
-		if srq != nil && !c.Requester() {
-			srq.complete(c.WQECounter)
-		}
-		return true
-	})
+		s = srq.q
+	}
+	q.q.Clean(uidx, true, s)
 }
 
 // ---- queue pair ----
@@ -365,9 +367,7 @@ func (p *mlx5Provider) qpDriverData(cfg *QPConfig) (driverReq, error) {
 		return driverReq{}, err
 	}
 	r.hasU = true
-	req := abi.MLX5CreateQP{BufAddr: r.buf.addr(), DbAddr: r.db.addr(), SQWQECount: uint32(sq.WQECnt),
-		RQWQECount: uint32(rq.WQECnt), RQWQEShift: uint32(rq.WQEShift),
-		Flags: abi.MLX5_QP_FLAG_UAR_PAGE_INDEX, Uidx: r.uidx, BfregIndex: r.uar.pageID}
+	req := mlx5.CreateQPData(r.buf.addr(), r.db.addr(), sq, rq, r.uidx, int(r.uar.pageID))
 	return driverReq{in: abi.Bytes(&req), outLen: int(abiSize[abi.MLX5CreateQPResp]()), state: r, release: r.release}, nil
 }
 
@@ -628,10 +628,17 @@ func (p *mlx5Provider) srqDriverData(cfg *SRQConfig) (driverReq, error) {
 		r.release()
 		return driverReq{}, err
 	}
+	// The SRQ's user index is kernel bookkeeping: receive CQEs carry
+	// their QP's, so the table holds no queue for it.
+	if r.uidx, err = p.newUIdx(nil); err != nil {
+		r.release()
+		return driverReq{}, err
+	}
+	r.hasU = true
 	// The kernel derives the WQE size from max_sge and the ring from
 	// max_wr: it gets the rounded values (mlx5_create_srq).
 	cfg.MaxWR, cfg.MaxSGE = uint32(sz.MaxWR), uint32(sz.MaxGS)
-	req := abi.MLX5CreateSRQ{BufAddr: r.buf.addr(), DbAddr: r.db.addr()}
+	req := mlx5.CreateSRQData(r.buf.addr(), r.db.addr(), r.uidx)
 	return driverReq{in: abi.Bytes(&req), outLen: int(abiSize[abi.MLX5CreateSRQResp]()), state: r, release: r.release}, nil
 }
 

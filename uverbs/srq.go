@@ -75,6 +75,12 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	srq := &SRQ{pd: pd, td: cfg.TD, locks: lockFor(cfg.TD)}
 	srq.resource = resource{ctx: c, kind: "SRQ"}
 	srq.userHandle = c.newUserHandle(srq)
+	// The provider may round MaxWR and MaxSGE to what its queue holds.
+	req, err := c.prov.srqDriverData(&cfg)
+	if err != nil {
+		c.dropUserHandle(srq.userHandle)
+		return nil, err
+	}
 	var maxWR, maxSGE uint32
 	m := sys.NewMethod("uverbs SRQ_CREATE", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
 	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
@@ -87,11 +93,6 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	m.FD(abi.UVERBS_ATTR_CREATE_SRQ_EVENT_FD, c.async.Fd())
 	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, abi.Bytes(&maxWR))
 	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, abi.Bytes(&maxSGE))
-	req, err := c.prov.srqDriverData(&cfg)
-	if err != nil {
-		c.dropUserHandle(srq.userHandle)
-		return nil, err
-	}
 	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
 		req.abort()

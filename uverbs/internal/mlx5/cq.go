@@ -218,12 +218,11 @@ func (q *CQ) cqe64(n uint32) []byte {
 // corrupt entry cannot wedge the queue. Poll does not write the doorbell
 // record: call UpdateCI after a batch.
 func (q *CQ) Poll(c *CQE) (got, ok bool) {
-	b := q.cqe64(q.ci)
-	opOwn := b[63]
-	if opOwn>>4 == CQEInvalid || (opOwn&cqeOwnerMask != 0) != (q.ci&q.ncqe != 0) {
+	if !q.owned(q.ci) {
 		return false, false
 	}
 	readBarrier()
+	b := q.cqe64(q.ci)
 	ok = DecodeCQE(b, c)
 	q.ci++
 	return true, ok
@@ -258,50 +257,62 @@ func (q *CQ) Arm(solicited bool) error {
 // sequence number.
 func (q *CQ) Event() { q.armSN++ }
 
-// Clean removes the software-owned CQEs for which remove reports true,
-// as cq.c __mlx5_cq_clean does for a QP moved to RESET or destroyed: it
-// finds the last CQE software owns (at most a ring from the consumer
-// index), walks back to the consumer index moving each kept CQE forward
-// over the removed ones (each slot keeps its own owner bit), and advances
-// the consumer index by the number removed, writing it to the doorbell
-// record. It returns that number. remove sees each CQE decoded (for an
-// undecodable one, the zero CQE with its raw bytes' opcode).
-func (q *CQ) Clean(remove func(c *CQE) bool) int {
-	prod := q.ci
-	for ; prod-q.ci < q.ncqe; prod++ {
-		b := q.cqe64(prod)
-		opOwn := b[63]
-		if opOwn>>4 == CQEInvalid || (opOwn&cqeOwnerMask != 0) != (prod&q.ncqe != 0) {
-			break
-		}
+// Clean removes from the CQ every CQE, not yet polled, of the QP id names
+// (its QPN, or with byUIdx its user index, for CQE version 1), as cq.c
+// __mlx5_cq_clean does when that QP goes to RESET or is destroyed: the
+// later CQEs of other QPs move down over them, keeping their slots'
+// owner bits, the consumer index advances past the freed slots and is
+// written to the doorbell record. Receive CQEs of that QP on srq (non-nil
+// when it receives from one) free their SRQ WQEs. It returns how many
+// CQEs it removed. The QP must already be in RESET, so the device adds
+// none for it meanwhile.
+func (q *CQ) Clean(id uint32, byUIdx bool, srq *SRQ) int {
+	// The CQEs software owns now: at most a full ring.
+	n := uint32(0)
+	for n < q.ncqe && q.owned(q.ci+n) {
+		n++
+	}
+	if n == 0 {
+		return 0
 	}
 	readBarrier()
-	removed := uint32(0)
-	var c CQE
-	for prod != q.ci {
-		prod--
-		b := q.cqe64(prod)
-		if !DecodeCQE(b, &c) {
-			c = CQE{Opcode: b[63] >> 4}
+	freed := uint32(0)
+	for i := n; i > 0; i-- {
+		p := q.ci + i - 1
+		c := q.cqe64(p)
+		op := c[63] >> 4
+		var mine bool
+		if byUIdx {
+			mine = be.Uint32(c[32:])&0xffffff == id
+		} else {
+			mine = be.Uint32(c[56:])&0xffffff == id
 		}
-		if remove(&c) {
-			removed++
+		if mine {
+			if srq != nil && (op == CQERespWRImm || op == CQERespSend || op == CQERespSendImm || op == CQERespSendInv || op == CQERespErr) {
+				srq.Complete(be.Uint16(c[60:]))
+			}
+			freed++
 			continue
 		}
-		if removed > 0 {
-			src := q.slot(prod)
-			dst := q.slot(prod + removed)
+		if freed > 0 {
+			src := q.slot(p)
+			dst := q.slot(p + freed)
 			owner := dst[len(dst)-1] & cqeOwnerMask
 			copy(dst, src)
 			dst[len(dst)-1] = dst[len(dst)-1]&^cqeOwnerMask | owner
 		}
 	}
-	if removed > 0 {
-		q.ci += removed
-		q.w.WriteBarrier()
+	if freed > 0 {
+		q.ci += freed
 		q.UpdateCI()
 	}
-	return int(removed)
+	return int(freed)
+}
+
+// owned says whether software owns CQE n (cq.c get_sw_cqe).
+func (q *CQ) owned(n uint32) bool {
+	opOwn := q.cqe64(n)[63]
+	return opOwn>>4 != CQEInvalid && (opOwn&cqeOwnerMask != 0) == (n&q.ncqe != 0)
 }
 
 // slot returns the whole CQE slot n (64 or 128 bytes).

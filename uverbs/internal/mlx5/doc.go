@@ -21,6 +21,11 @@
 //   - CQSize: the CQ buffer (InitCQBuffer it) and cqe = CQSizing.KernCQE,
 //     cqe_size = CQSizing.CQESize.
 //
+// CreateQPData, CreateCQData and CreateSRQData fill the commands' driver
+// data (internal/abi's MLX5CreateQP, MLX5CreateCQ, MLX5CreateSRQ) from
+// the sizings, the buffer and record addresses, the user index and the UAR
+// page id.
+//
 // Buffers must be page-aligned, zeroed memory outside the Go heap (mmap'd,
 // pinned by the kernel), as must the doorbell records: 8 bytes per QP or
 // CQ, 4 per SRQ, each in its own 64-byte line of a doorbell page whose
@@ -57,8 +62,9 @@
 // the QP is on an SRQ (SRQNUIdx is the SRQ number with CQE version 0).
 // Status is the ibv_wc_status number, WCOpcode the ibv_wc_opcode.
 // req_notify_cq: CQ.Arm(solicitedOnly); on each completion event read from
-// the channel, CQ.Event. QP to RESET: SQ.Reset and RQ.Reset (the
-// provider also drops that QP's CQEs still in the CQ).
+// the channel, CQ.Event. QP to RESET or destroyed: CQ.Clean on its
+// receive CQ (with its SRQ) and send CQ drops its unpolled CQEs, then
+// SQ.Reset and RQ.Reset.
 //
 // Every type is single-threaded: the provider holds the queue's lock, as
 // libmlx5 does.

@@ -542,3 +542,72 @@ func TestOwnerBit(t *testing.T) {
 		}
 	}
 }
+
+// TestClean: after a QP's reset its unpolled CQEs leave the CQ, the
+// others stay in order with their owner bits, and its SRQ receives are
+// freed.
+func TestClean(t *testing.T) {
+	m, a, b := newPair(t, pairConfig{typ: RC, sendWR: 4, sge: 1, recvWR: 7, cqe: 7, cqeSize: 128, srq: true})
+	_ = a
+	ss, _ := SRQSize(7, 1, lim)
+	srq, err := NewSRQ(make([]byte, ss.Bytes), ss, make([]byte, 4), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		must(t, srq.Begin())
+		must(t, srq.Data(0, 1, 1))
+		must(t, srq.Finish(uint64(i)))
+	}
+	srq.Ring()
+	cq, mc := b.rcq, b.m.rcq
+	// Advance the CQ past a wrap first so owner bits of both passes occur.
+	for range 6 {
+		m.cqe(mc, []byte{63: CQEReq << 4})
+		var c CQE
+		cq.Poll(&c)
+		cq.UpdateCI()
+	}
+	put := func(qpn uint32, op uint8, ctr uint16) {
+		c := make([]byte, 64)
+		be.PutUint32(c[56:], qpn)
+		be.PutUint32(c[32:], 9) // an SRQ number
+		be.PutUint16(c[60:], ctr)
+		c[63] = op << 4
+		m.cqe(mc, c)
+	}
+	put(1, CQERespSend, 0)
+	put(2, CQEReq, 10)
+	put(1, CQERespSend, 1)
+	put(2, CQEReq, 11)
+	put(1, CQEReq, 5)
+	put(2, CQEReq, 12)
+	if got := srq.Outstanding(); got != 3 {
+		t.Fatalf("%d SRQ receives outstanding, want 3", got)
+	}
+	if n := cq.Clean(1, false, srq); n != 3 {
+		t.Fatalf("Clean removed %d CQEs, want 3", n)
+	}
+	if got := srq.Outstanding(); got != 1 {
+		t.Errorf("%d SRQ receives outstanding after Clean, want 1", got)
+	}
+	if got := be.Uint32(mc.dbrec[CQSetCIDBR:]); got != cq.ConsumerIndex() {
+		t.Errorf("doorbell record %d, consumer index %d", got, cq.ConsumerIndex())
+	}
+	for _, want := range []uint16{10, 11, 12} {
+		var c CQE
+		if got, ok := cq.Poll(&c); !got || !ok || c.QPN != 2 || c.WQECounter != want {
+			t.Fatalf("after Clean: %+v (got %v), want QP 2 counter %d", c, got, want)
+		}
+	}
+	var c CQE
+	if got, _ := cq.Poll(&c); got {
+		t.Fatalf("a CQE left after the survivors: %+v", c)
+	}
+	cq.UpdateCI()
+	// The ring keeps working after Clean.
+	put(2, CQEReq, 13)
+	if got, ok := cq.Poll(&c); !got || !ok || c.WQECounter != 13 {
+		t.Fatalf("after Clean, a new CQE: %+v (got %v)", c, got)
+	}
+}

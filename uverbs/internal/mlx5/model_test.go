@@ -53,6 +53,7 @@ type mqp struct {
 	hwRQ         uint32 // receives consumed
 	snapshot     []byte // the SQ ring as it was when the doorbell record was written
 	snapDBR      uint32
+	rqSnap       []byte // the RQ ring when its record was last written
 	lastBFOffset int
 	bfK          int
 	errored      bool
@@ -66,6 +67,7 @@ type mqpSRQ struct {
 	dbrec  []byte
 	hwHead int
 	used   uint32
+	snap   []byte // the ring when the record was last written
 }
 
 type model struct {
@@ -91,6 +93,14 @@ func (m *model) StoreUint32BE(b []byte, off int, v uint32) {
 			q.snapDBR = v
 			m.need = "barrier-before-uar"
 			m.log = append(m.log, fmt.Sprintf("dbr %d %d", q.qpn, v))
+		}
+		// Receive records: the device reads receive WQEs as they were
+		// when the record was written.
+		if &b[0] == &q.dbrec[0] && off == RcvDBR && q.rq != nil {
+			q.rqSnap = append(q.rqSnap[:0], q.rq.buf...)
+		}
+		if q.srq != nil && &b[0] == &q.srq.dbrec[0] {
+			q.srq.snap = append(q.srq.snap[:0], q.srq.q.buf...)
 		}
 	}
 }
@@ -375,8 +385,9 @@ func (m *model) deliver(q *mqp, op uint8, data []byte, imm uint32, scatter bool)
 			return SyndRNRRetry
 		}
 		i := s.hwHead
-		wqe = s.q.wqe(i)[srqNextSegLen:]
-		s.hwHead = int(binary.BigEndian.Uint16(s.q.wqe(i)[2:]))
+		w := s.snap[i<<s.q.shift : (i+1)<<s.q.shift]
+		wqe = w[srqNextSegLen:]
+		s.hwHead = int(binary.BigEndian.Uint16(w[2:]))
 		s.used++
 		counter = uint16(i)
 	} else {
@@ -386,7 +397,7 @@ func (m *model) deliver(q *mqp, op uint8, data []byte, imm uint32, scatter bool)
 		}
 		rq := p.rq
 		off := int(p.hwRQ&rq.mask) << rq.shift
-		wqe = rq.buf[off : off+1<<rq.shift]
+		wqe = p.rqSnap[off : off+1<<rq.shift]
 		counter = uint16(p.hwRQ)
 		p.hwRQ++
 	}

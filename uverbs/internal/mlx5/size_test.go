@@ -49,6 +49,14 @@ func TestSQSize(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("(-want +got)\n%s", diff)
 			}
+			if err != nil || tt.wr == 0 {
+				return
+			}
+			// NewSQ takes every sizing SQSize makes.
+			bf, _ := NewBlueFlame(make([]byte, 512), true, plainWriter{})
+			if _, err := NewSQ(SQConfig{Buf: make([]byte, got.Bytes), Sizing: got, Type: tt.t, DBRec: make([]byte, 8), BlueFlame: bf, Writer: plainWriter{}}); err != nil {
+				t.Errorf("NewSQ: %v", err)
+			}
 		})
 	}
 }

@@ -82,7 +82,17 @@ func NewSQ(c SQConfig) (*SQ, error) {
 	if c.Type != RC && c.Type != UC && c.Type != UD {
 		return nil, invalid("QP type %v", c.Type)
 	}
-	if s.MaxPost <= 0 || s.MaxPost*s.WQESize > s.WQECnt*SendWQEBB || s.WQESize/SegSize > maxDS {
+	// The largest WQE the builder can make must fit WQESize, so that
+	// MaxPost work requests never overrun the ring: ctrl (+ raddr, or +
+	// the UD datagram) and MaxGS data segments or MaxInline bytes, or an
+	// atomic's 64 bytes.
+	head := 2 * SegSize
+	if c.Type == UD {
+		head = SegSize + AVSize
+	}
+	need := max(head+s.MaxGS*SegSize, head+align(4+s.MaxInline, SegSize), SendWQEBB)
+	if s.MaxPost <= 0 || s.MaxGS < 0 || s.MaxInline < 0 || s.MaxPost*s.WQESize > s.WQECnt*SendWQEBB ||
+		s.WQESize%SendWQEBB != 0 || s.WQESize/SegSize > maxDS || need > s.WQESize {
 		return nil, invalid("send queue sizing %+v", s)
 	}
 	return &SQ{

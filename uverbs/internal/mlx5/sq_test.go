@@ -16,7 +16,10 @@ func smallSQ(t *testing.T, typ QPType, w Writer, reg []byte) *SQ {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := SQSizing{WQESize: 128, WQECnt: 4, MaxPost: 2, MaxGS: 7, MaxInline: 128 - 16 - 4, Bytes: 256}
+	s := SQSizing{WQESize: 128, WQECnt: 4, MaxPost: 2, MaxGS: 6, MaxInline: 128 - 32 - 4, Bytes: 256}
+	if typ == UD {
+		s.MaxGS, s.MaxInline = 4, 128-64-4
+	}
 	q, err := NewSQ(SQConfig{Buf: make([]byte, 256), Sizing: s, QPN: 0x42, Type: typ, DBRec: make([]byte, 8), BlueFlame: bf, Writer: w})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +74,7 @@ func TestSQWrapData(t *testing.T) {
 func TestSQWrapInline(t *testing.T) {
 	q := smallSQ(t, RC, plainWriter{}, nil)
 	skip(t, q, 3)
-	msg := make([]byte, 100)
+	msg := make([]byte, 92)
 	for i := range msg {
 		msg[i] = byte(i + 1)
 	}
@@ -79,14 +82,14 @@ func TestSQWrapInline(t *testing.T) {
 	must(t, q.Inline(msg[:30]))
 	must(t, q.Inline(msg[30:]))
 	must(t, q.Finish(1))
-	// ctrl + align(4+100, 16)/16 = 1 + 7 units
-	if ds := q.buf[192+7] & 0x3f; ds != 8 {
-		t.Errorf("ds %d, want 8", ds)
+	// ctrl + align(4+92, 16)/16 = 1 + 6 units
+	if ds := q.buf[192+7] & 0x3f; ds != 7 {
+		t.Errorf("ds %d, want 7", ds)
 	}
-	if h := be.Uint32(q.buf[208:]); h != 100|InlineSeg {
+	if h := be.Uint32(q.buf[208:]); h != 92|InlineSeg {
 		t.Errorf("inline header %#x", h)
 	}
-	got := append(append([]byte(nil), q.buf[212:256]...), q.buf[:56]...)
+	got := append(append([]byte(nil), q.buf[212:256]...), q.buf[:48]...)
 	if !bytes.Equal(got, msg) {
 		t.Errorf("inline data across the wrap:\n got %x\nwant %x", got, msg)
 	}
@@ -112,15 +115,15 @@ func TestSQRejects(t *testing.T) {
 		}},
 		{"too many SGEs", RC, func(q *SQ) error {
 			must(t, q.Begin(OpSend, 0, 0))
-			for range 7 {
+			for range 6 {
 				must(t, q.Data(1, 1, 1))
 			}
 			return q.Data(1, 1, 1)
 		}},
 		{"inline too long", RC, func(q *SQ) error {
 			must(t, q.Begin(OpSend, 0, 0))
-			must(t, q.Inline(make([]byte, 100)))
-			return q.Inline(make([]byte, 9))
+			must(t, q.Inline(make([]byte, 90)))
+			return q.Inline(make([]byte, 3))
 		}},
 		{"inline after data", RC, func(q *SQ) error {
 			must(t, q.Begin(OpSend, 0, 0))
@@ -223,5 +226,21 @@ func TestNoAllocations(t *testing.T) {
 	}
 	if q.Outstanding() != 0 {
 		t.Errorf("%d outstanding: the loop did not complete its work requests", q.Outstanding())
+	}
+}
+
+// TestNewSQRejectsSizing: a sizing whose largest WQE would not fit
+// WQESize (so MaxPost of them could overrun the ring) is refused.
+func TestNewSQRejectsSizing(t *testing.T) {
+	bf, _ := NewBlueFlame(make([]byte, 512), true, plainWriter{})
+	for _, s := range []SQSizing{
+		{WQESize: 128, WQECnt: 4, MaxPost: 2, MaxGS: 7, MaxInline: 0, Bytes: 256},
+		{WQESize: 128, WQECnt: 4, MaxPost: 2, MaxGS: 1, MaxInline: 93, Bytes: 256},
+		{WQESize: 128, WQECnt: 4, MaxPost: 3, MaxGS: 1, MaxInline: 0, Bytes: 256},
+		{WQESize: 128, WQECnt: 3, MaxPost: 1, MaxGS: 1, MaxInline: 0, Bytes: 192},
+	} {
+		if _, err := NewSQ(SQConfig{Buf: make([]byte, 256), Sizing: s, Type: RC, DBRec: make([]byte, 8), BlueFlame: bf, Writer: plainWriter{}}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewSQ(%+v) = %v, want ErrInvalid", s, err)
+		}
 	}
 }
