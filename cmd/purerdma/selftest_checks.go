@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
+	"time"
 
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs"
@@ -516,9 +518,12 @@ func stPostList(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d requests (sends and writes) in one post: completions in order, all data", n), nil
 }
 
-// stRingWrap sends -iters messages through queues of 16, in batches of
-// 1 to 16 so that posts and post lists start everywhere in the rings and
-// cross their ends, the last send of a batch signaled only.
+// stRingWrap sends -iters messages through queues of 16 (as the device
+// rounds them), kept full: batches of 1 to 16 posted one by one or as a
+// list, so that posts start everywhere in the rings and cross their
+// ends, only the last send of a batch signaled (its completion retires
+// the batch's unsignaled sends). Every receive is checked in order, data
+// and completion, and every send completion must be a batch's last.
 func stRingWrap(r *selftestRun) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
@@ -529,77 +534,114 @@ func stRingWrap(r *selftestRun) (string, error) {
 	total := r.env.iters
 	recvs := make([]uverbs.RecvWR, depth)
 	sends := make([]uverbs.SendWR, depth)
-	sent, batch := 0, 0
-	for sent < total {
-		if err := r.ctx.Err(); err != nil {
-			return "", err
+	wcs := make([]uverbs.WorkCompletion, depth)
+	var signaled []int // the seq of each batch's signaled send, oldest first
+	sent, retired, recvDone, batches := 0, 0, 0, 0
+	want := make([]byte, size)
+	deadline := time.Now().Add(selftestWait)
+	for spins := 0; recvDone < total || retired < total; spins++ {
+		progress := false
+		if n := min(1+batches%depth, total-sent); sent < total && sent-retired+n <= depth && sent-recvDone+n <= depth {
+			if err := postRingBatch(a, b, recvs[:n], sends[:n], sent, depth, batches%3 == 2); err != nil {
+				return "", err
+			}
+			signaled = append(signaled, sent+n-1)
+			sent += n
+			batches++
+			progress = true
 		}
-		n := min(1+batch%depth, total-sent)
-		asList := batch%3 == 2
-		for k := range n {
-			seq := sent + k
-			slot := seq % depth
-			binary.LittleEndian.PutUint64(a.buf[slot*size:], uint64(seq))
-			binary.LittleEndian.PutUint64(a.buf[slot*size+8:], ^uint64(seq))
-			recvs[k] = uverbs.RecvWR{WRID: uint64(seq), SGL: []uverbs.SGE{b.sge(slot*size, size)}}
-			sends[k] = uverbs.SendWR{WRID: uint64(seq), Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(slot*size, size)}}
-			if k == n-1 {
-				sends[k].Flags = uverbs.SendSignaled
-			}
-			if asList && k > 0 {
-				recvs[k-1].Next, sends[k-1].Next = &recvs[k], &sends[k]
-			}
-		}
-		if asList {
-			if err := b.qp.PostRecv(&recvs[0]); err != nil {
-				return "", fmt.Errorf("message %d: post a list of %d receives: %w", sent, n, err)
-			}
-			if err := a.qp.PostSend(&sends[0]); err != nil {
-				return "", fmt.Errorf("message %d: post a list of %d sends: %w", sent, n, err)
-			}
-		} else {
-			for k := range n {
-				if err := b.qp.PostRecv(&recvs[k]); err != nil {
-					return "", fmt.Errorf("message %d: post recv: %w", sent+k, err)
-				}
-			}
-			for k := range n {
-				if err := a.qp.PostSend(&sends[k]); err != nil {
-					return "", fmt.Errorf("message %d: post send: %w", sent+k, err)
-				}
-			}
-		}
-		rcs, err := r.poll(b.rcq, n, fmt.Sprintf("message %d: receives", sent))
+		k, err := b.rcq.Poll(wcs)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("poll the receive CQ: %w", err)
 		}
-		for k, wc := range rcs {
-			seq := sent + k
+		for _, wc := range wcs[:k] {
+			seq := recvDone
 			if err := recvWant(b.qp, uint64(seq), size).check(fmt.Sprintf("message %d", seq), wc); err != nil {
 				return "", err
 			}
 			slot := seq % depth
-			got := b.buf[slot*size : slot*size+size]
-			want := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(seq)), ^uint64(seq))
-			if err := r.wantBytes(fmt.Sprintf("message %d", seq), want, got); err != nil {
+			binary.LittleEndian.PutUint64(want, uint64(seq))
+			binary.LittleEndian.PutUint64(want[8:], ^uint64(seq))
+			if err := r.wantBytes(fmt.Sprintf("message %d", seq), want, b.buf[slot*size:slot*size+size]); err != nil {
 				return "", err
 			}
+			recvDone++
 		}
-		sc, err := r.poll1(a.scq, fmt.Sprintf("message %d: send", sent+n-1))
-		if err != nil {
-			return "", err
+		progress = progress || k > 0
+		if k, err = a.scq.Poll(wcs); err != nil {
+			return "", fmt.Errorf("poll the send CQ: %w", err)
 		}
-		if err := sendWant(a.qp, uint64(sent+n-1), uverbs.WCSend).check(fmt.Sprintf("message %d", sent+n-1), sc); err != nil {
-			return "", err
+		for _, wc := range wcs[:k] {
+			if len(signaled) == 0 {
+				return "", fmt.Errorf("send completion %s with no signaled send outstanding", stFmtWC(wc))
+			}
+			seq := signaled[0]
+			signaled = signaled[1:]
+			if err := sendWant(a.qp, uint64(seq), uverbs.WCSend).check(fmt.Sprintf("message %d (a batch's signaled send)", seq), wc); err != nil {
+				return "", err
+			}
+			retired = seq + 1
 		}
-		for k := range n {
-			recvs[k].Next, sends[k].Next = nil, nil
+		progress = progress || k > 0
+		if progress {
+			spins = 0
+			deadline = time.Now().Add(selftestWait)
+			continue
 		}
-		sent += n
-		batch++
+		if spins%64 == 63 {
+			if err := r.ctx.Err(); err != nil {
+				return "", err
+			}
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("%d messages sent, %d received, %d sends completed; then nothing for %v", sent, recvDone, retired, selftestWait)
+			}
+		}
+		runtime.Gosched()
 	}
-	return fmt.Sprintf("%d messages through queues of %d (%d times around), %d batches, data and completions checked",
-		total, depth, total/depth, batch), nil
+	return fmt.Sprintf("%d messages through queues of %d (%d times around), %d batches; data and completions checked",
+		total, depth, total/depth, batches), nil
+}
+
+// postRingBatch posts receives and sends of messages first .. first+n-1
+// (n = len(recvs)), one by one or as lists; message seq carries seq and
+// its complement in slot seq % depth.
+func postRingBatch(a, b *stEnd, recvs []uverbs.RecvWR, sends []uverbs.SendWR, first, depth int, asList bool) error {
+	const size = 16
+	n := len(recvs)
+	for k := range n {
+		seq := first + k
+		slot := seq % depth
+		binary.LittleEndian.PutUint64(a.buf[slot*size:], uint64(seq))
+		binary.LittleEndian.PutUint64(a.buf[slot*size+8:], ^uint64(seq))
+		recvs[k] = uverbs.RecvWR{WRID: uint64(seq), SGL: []uverbs.SGE{b.sge(slot*size, size)}}
+		sends[k] = uverbs.SendWR{WRID: uint64(seq), Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(slot*size, size)}}
+		if k == n-1 {
+			sends[k].Flags = uverbs.SendSignaled
+		}
+		if asList && k > 0 {
+			recvs[k-1].Next, sends[k-1].Next = &recvs[k], &sends[k]
+		}
+	}
+	if asList {
+		if err := b.qp.PostRecv(&recvs[0]); err != nil {
+			return fmt.Errorf("message %d: post a list of %d receives: %w", first, n, err)
+		}
+		if err := a.qp.PostSend(&sends[0]); err != nil {
+			return fmt.Errorf("message %d: post a list of %d sends: %w", first, n, err)
+		}
+		return nil
+	}
+	for k := range n {
+		if err := b.qp.PostRecv(&recvs[k]); err != nil {
+			return fmt.Errorf("message %d: post recv: %w", first+k, err)
+		}
+	}
+	for k := range n {
+		if err := a.qp.PostSend(&sends[k]); err != nil {
+			return fmt.Errorf("message %d: post send: %w", first+k, err)
+		}
+	}
+	return nil
 }
 
 func stUCSend(r *selftestRun) (string, error) {
