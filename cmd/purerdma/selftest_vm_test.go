@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -162,5 +165,37 @@ func TestSelftestLostCompletion(t *testing.T) {
 	}
 	if r := rep.Rows[1]; r.Result != selftestPass {
 		t.Errorf("the row after it: %s %q", r.Result, r.Detail)
+	}
+}
+
+// TestHWCheckScript runs scripts/hwcheck with this test binary as
+// purerdma: a table for each of the VM's devices naming its driver, exit
+// 0; a device that fails (here one that does not exist) makes it exit 1
+// and name the device.
+func TestHWCheckScript(t *testing.T) {
+	testenv.Devices(t, 2)
+	run := func(devices string, args ...string) (int, string) {
+		cmd := exec.Command("../../scripts/hwcheck", args...)
+		cmd.Env = append(os.Environ(), mainEnv+"=1", "PURERDMA_BIN="+os.Args[0], "PURERDMA_HWCHECK_DEVICES="+devices)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("hwcheck: %v", err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	code, out := run("", "-iters", "1000")
+	for _, want := range []string{"=== rxe0 (kernel driver rxe)\n", "=== rxe1 (kernel driver rxe)\n", "provider    rxe",
+		"19 passed, 0 failed, 0 n/a\n", "hwcheck: every check passed on 2 device(s)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hwcheck output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Errorf("hwcheck exit %d, want 0:\n%s", code, out)
+	}
+	code, out = run("rxe1 nosuch", "-iters", "100")
+	if code != 1 || !strings.Contains(out, "hwcheck: FAILED on nosuch (exit 1)\n") || !strings.Contains(out, "=== rxe1 (kernel driver rxe)\n") {
+		t.Errorf("hwcheck with a device that fails: exit %d, want 1 and the device named:\n%s", code, out)
 	}
 }
