@@ -41,7 +41,7 @@
 //     ways, as the text's; invalid_pages counts the server's -c failures)
 //   - bench and bench connect: the fields docs/performance.md lists.
 //   - selftest: {"device", "driver", "provider", "kernel", "port",
-//     "gid_index", "gid", "link_layer", "rows": [{"name", "result",
+//     "gid_index", "gid", "gid_type", "link_layer", "rows": [{"name", "result",
 //     "detail", "usec"}], "passed", "failed", "not_applicable"}; result
 //     is pass, fail or n/a, gid_index -1 means LID routing
 //

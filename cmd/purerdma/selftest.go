@@ -53,8 +53,8 @@ Flags:
   -iters N      messages of the ring-wrap check (default %d: more than 65536, so
                 the 16-bit queue counters wrap; a few seconds on soft-RoCE)
   -json         print {"device", "driver", "provider", "kernel", "port", "gid_index",
-                "gid", "link_layer", "rows": [{"name", "result" (pass, fail or n/a),
-                "detail", "usec"}], "passed", "failed", "not_applicable"}
+                "gid", "gid_type", "link_layer", "rows": [{"name", "result" (pass, fail
+                or n/a), "detail", "usec"}], "passed", "failed", "not_applicable"}
                 (gid_index -1: LID routing)
 
 Exit status 0 only if every check that applies passed.
@@ -196,7 +196,7 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 		Rows: []selftestRow{},
 	}
 	if e.gidIndex >= 0 {
-		e.report.GID = e.gid.String()
+		e.report.GID, e.report.GIDType = e.gid.String(), e.gidType
 		if ip := e.gid.IP(); ip.To4() != nil {
 			e.report.GID = "::ffff:" + ip.String()
 		}
@@ -234,7 +234,7 @@ func (e *selftestEnv) pickGID(index int) error {
 			return fmt.Errorf("%s port %d GID index %d: %w", name, e.port, index, gerr)
 		}
 		ent = uverbs.GIDEntry{GID: g, Index: index, Port: e.port}
-		e.gidType = "?"
+		e.gidType = "type unknown"
 	} else {
 		e.gidType = ent.Type.String()
 	}
@@ -279,6 +279,7 @@ type selftestReport struct {
 	Port          int           `json:"port"`
 	GIDIndex      int           `json:"gid_index"` // -1: LID routing
 	GID           string        `json:"gid"`
+	GIDType       string        `json:"gid_type"` // IB, RoCE v1, RoCE v2; "" for LID routing
 	LinkLayer     string        `json:"link_layer"`
 	Rows          []selftestRow `json:"rows"`
 	Passed        int           `json:"passed"`
@@ -318,7 +319,7 @@ func (r *selftestReport) add(row selftestRow) {
 func (r *selftestReport) writeText(w io.Writer) {
 	gid := "none: LID routing"
 	if r.GIDIndex >= 0 {
-		gid = fmt.Sprintf("%d %s", r.GIDIndex, r.GID)
+		gid = fmt.Sprintf("%d %s (%s)", r.GIDIndex, r.GID, r.GIDType)
 	}
 	fmt.Fprintf(w, "device      %s\n", r.Device)
 	fmt.Fprintf(w, "driver      %s\n", r.Driver)

@@ -74,7 +74,7 @@ func TestSelftestHelp(t *testing.T) {
 	}
 	help := commandHelp(commands["selftest"])
 	for _, want := range []string{"-d DEV", "-i PORT", "-g GIDIDX", "-iters N", "-json", "n/a", "Examples:\n  purerdma selftest\n",
-		`"device", "driver", "provider", "kernel", "port", "gid_index"`, `"link_layer", "rows": [{"name", "result"`,
+		`"device", "driver", "provider", "kernel", "port", "gid_index"`, `"gid", "gid_type", "link_layer", "rows": [{"name", "result"`,
 		`"passed", "failed", "not_applicable"`} {
 		if !strings.Contains(help, want) {
 			t.Errorf("the help lacks %q:\n%s", want, help)
@@ -195,7 +195,7 @@ func TestSelftestJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("not one JSON document: %v\n%s", err, out.String())
 	}
-	wantKeys := []string{"device", "driver", "failed", "gid", "gid_index", "kernel", "link_layer", "not_applicable",
+	wantKeys := []string{"device", "driver", "failed", "gid", "gid_index", "gid_type", "kernel", "link_layer", "not_applicable",
 		"passed", "port", "provider", "rows"}
 	if diff := cmp.Diff(wantKeys, keys(doc)); diff != "" {
 		t.Errorf("top-level keys (-want +got):\n%s", diff)

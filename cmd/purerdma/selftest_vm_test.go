@@ -68,7 +68,7 @@ func TestSelftestPassesOnRxe(t *testing.T) {
 				t.Errorf("counts: %d passed, %d failed, %d n/a; want %d, 0, 0", rep.Passed, rep.Failed, rep.NotApplicable, len(selftestRowNames))
 			}
 			if rep.Device != d.Name || rep.Driver != "rxe" || !strings.HasPrefix(rep.Provider, "rxe") ||
-				rep.Port != 1 || rep.LinkLayer != "Ethernet" || rep.GIDIndex < 0 || !strings.HasPrefix(rep.GID, "::ffff:198.18.0.") ||
+				rep.Port != 1 || rep.LinkLayer != "Ethernet" || rep.GIDIndex < 0 || rep.GIDType != "RoCE v2" || !strings.HasPrefix(rep.GID, "::ffff:198.18.0.") ||
 				rep.Kernel == "" || rep.Kernel == "unknown" {
 				t.Errorf("header %+v", rep)
 			}
