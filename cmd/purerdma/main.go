@@ -11,6 +11,8 @@
 //	purerdma ping -s|-c [flags]                      rping
 //	purerdma bench TEST [flags] [SERVER]             perftest-like latency and bandwidth
 //	purerdma bench connect (-b ADDR | -s SERVER)     cmtime-like connection set-up times
+//	purerdma selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]
+//	                                                 every fast-path operation of a device against itself
 //	purerdma help [COMMAND]                          this list, or one command's help
 //
 // Every command takes -h (or --help), which prints its usage, flags and
@@ -18,8 +20,8 @@
 //
 // # JSON output
 //
-// The listings (devices, devinfo, link show) and the measurements
-// (pingpong, bench) take -json: stdout then holds one
+// The listings (devices, devinfo, link show), the measurements
+// (pingpong, bench) and selftest take -json: stdout then holds one
 // JSON document per invocation instead of the text, with snake_case
 // field names that stay stable:
 //
@@ -38,12 +40,17 @@
 //     "mbit_per_sec", "usec_per_iter", "invalid_pages"} (the bytes both
 //     ways, as the text's; invalid_pages counts the server's -c failures)
 //   - bench and bench connect: the fields docs/performance.md lists.
+//   - selftest: {"device", "driver", "provider", "kernel", "port",
+//     "gid_index", "gid", "gid_type", "link_layer", "rows": [{"name", "result",
+//     "detail", "usec"}], "passed", "failed", "not_applicable"}; result
+//     is pass, fail or n/a, gid_index -1 means LID routing
 //
 // # Exit status
 //
 //	0  success; also -h and help
 //	1  the operation failed: a kernel error, no RDMA device or no such
-//	   device, a peer that failed or went away, an interrupt
+//	   device, a peer that failed or went away, an interrupt, a selftest
+//	   check that failed
 //	2  a bad command line (the usage follows the message on stderr)
 //
 // Errors say what to do about them: a machine without RDMA devices gets

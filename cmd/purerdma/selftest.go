@@ -1,0 +1,395 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// selftest runs every fast-path operation of the verbs through a
+// device's provider against the device itself: queue pairs in one
+// process, connected to each other over the device's own port (loopback),
+// each check verifying the data that moved and the fields of every
+// completion, and prints a pass/fail table. It is the hardware check of
+// a provider: on soft-RoCE it runs in the test VM, on a ConnectX it is
+// what a user runs to see whether the mlx5 provider works there. The
+// checks themselves are in selftest_checks.go.
+
+func init() {
+	register(command{
+		name: "selftest",
+		usage: "  selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]\n" +
+			"                                           check every fast-path operation of a device against itself\n",
+		help: selftestHelp,
+		run:  selftestCmd,
+	})
+}
+
+// selftestDefIters is the default of -iters: messages of the ring-wrap
+// check, past 65536 so that 16-bit WQE counters wrap at least once.
+const selftestDefIters = 70000
+
+// selftestMaxIters bounds -iters.
+const selftestMaxIters = 1 << 26
+
+var selftestHelp = fmt.Sprintf(`Queue pairs of one process, on one device and port, send to each other
+through the device (loopback) and check each operation of the fast path:
+the data that arrived and every field of every completion. Checks the
+device cannot do (atomics on a device without them, inline data on a QP
+without room for it) show "n/a" and the reason; n/a is not a pass.
+
+Flags:
+  -d DEV        device (default: the first)
+  -i PORT       device port (default 1)
+  -g GIDIDX     GID index (default: the port's RoCE v2 GID of an IPv4 address,
+                else index 0; on an InfiniBand port, LID routing without a GRH)
+  -iters N      messages of the ring-wrap check (default %d: more than 65536, so
+                the 16-bit queue counters wrap; a few seconds on soft-RoCE)
+  -json         print {"device", "driver", "provider", "kernel", "port", "gid_index",
+                "gid", "gid_type", "link_layer", "rows": [{"name", "result" (pass, fail
+                or n/a), "detail", "usec"}], "passed", "failed", "not_applicable"}
+                (gid_index -1: LID routing)
+
+Exit status 0 only if every check that applies passed.
+
+Examples:
+  purerdma selftest
+  purerdma selftest -d mlx5_0 -i 1 -g 3
+  purerdma selftest -d rxe0 -iters 200000 -json
+`, selftestDefIters)
+
+// selftestOptions is a parsed selftest command line.
+type selftestOptions struct {
+	dev      string // -d: "" for the first device
+	port     int    // -i
+	gidIndex int    // -g: -1 for the default
+	iters    int    // -iters
+	json     bool   // -json
+}
+
+func parseSelftestArgs(args []string) (selftestOptions, error) {
+	o := selftestOptions{port: 1, gidIndex: -1, iters: selftestDefIters}
+	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.dev, "d", "", "device")
+	fs.IntVar(&o.port, "i", 1, "port")
+	fs.IntVar(&o.gidIndex, "g", -1, "GID index")
+	fs.IntVar(&o.iters, "iters", selftestDefIters, "ring-wrap messages")
+	fs.BoolVar(&o.json, "json", false, "JSON output")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return o, errHelp
+	} else if err != nil {
+		return o, usageError("selftest: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return o, usageError("selftest takes no arguments but flags, not %q", fs.Args())
+	}
+	switch {
+	case o.port < 1 || o.port > 255:
+		return o, usageError("selftest: -i %d: the port is 1 to 255", o.port)
+	case o.gidIndex < -1 || o.gidIndex > 255:
+		return o, usageError("selftest: -g %d: the GID index is 0 to 255", o.gidIndex)
+	case o.iters < 1 || o.iters > selftestMaxIters:
+		return o, usageError("selftest: -iters %d: 1 to %d", o.iters, selftestMaxIters)
+	}
+	return o, nil
+}
+
+func selftestCmd(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	o, err := parseSelftestArgs(args)
+	if err != nil {
+		return err
+	}
+	env, err := openSelftest(o)
+	if err != nil {
+		return fmt.Errorf("selftest: %w", err)
+	}
+	rep := env.run(ctx, selftestChecks)
+	if err := env.ctx.Close(); err != nil {
+		rep.add(selftestRow{Name: "close the device", Result: selftestFail, Detail: err.Error()})
+	}
+	return selftestOutput(ctx, rep, o.json, stdout)
+}
+
+// selftestOutput prints the report and returns the command's error: nil
+// only if every row that applies passed (n/a counts as no pass) and no
+// interrupt cut the run short.
+func selftestOutput(ctx context.Context, rep *selftestReport, jsonOut bool, stdout io.Writer) error {
+	if jsonOut {
+		if err := writeJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		rep.writeText(stdout)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("selftest: %s: stopped after %d checks: %w", rep.Device, len(rep.Rows), ctx.Err())
+	case rep.Failed > 0:
+		return fmt.Errorf("selftest: %s: %d of %d checks failed", rep.Device, rep.Failed, rep.Passed+rep.Failed)
+	case rep.Passed == 0:
+		return fmt.Errorf("selftest: %s: no check applies", rep.Device)
+	}
+	return nil
+}
+
+// selftestEnv is the device under test and what the checks share about
+// it; each check makes its own objects on ctx.
+type selftestEnv struct {
+	ctx      *uverbs.Context
+	attr     uverbs.DeviceAttr
+	port     int
+	portAttr uverbs.PortAttr
+	gidIndex int // -1: LID routing, no GRH
+	gid      uverbs.GID
+	gidType  string
+	iters    int
+	// rdAtomic is the reads and atomics a QP has outstanding, as
+	// initiator and as responder.
+	rdAtomic, destRdAtomic uint8
+	report                 selftestReport // the header; run adds the rows
+}
+
+// openSelftest opens the device and finds its port and GID.
+func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
+	dev, err := findDevice(o.dev)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dev.Open(nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	e := &selftestEnv{ctx: c, port: o.port, gidIndex: o.gidIndex, iters: o.iters}
+	if e.attr, err = c.QueryDevice(); err != nil {
+		return nil, err
+	}
+	if o.port > e.attr.PhysPortCnt {
+		return nil, fmt.Errorf("%s has %d port(s), no port %d", dev.Name, e.attr.PhysPortCnt, o.port)
+	}
+	if e.portAttr, err = c.QueryPort(o.port); err != nil {
+		return nil, err
+	}
+	if e.portAttr.State != uverbs.PortActive {
+		return nil, fmt.Errorf("%s port %d is %v, not ACTIVE", dev.Name, o.port, e.portAttr.State)
+	}
+	if err := e.pickGID(o.gidIndex); err != nil {
+		return nil, err
+	}
+	e.rdAtomic = uint8(min(max(e.attr.MaxQPInitRdAtom, 1), 16))
+	e.destRdAtomic = uint8(min(max(e.attr.MaxQPRdAtom, 1), 16))
+	e.report = selftestReport{
+		Device: dev.Name, Driver: dev.DriverName, Provider: selftestProvider(c, dev),
+		Kernel: kernelRelease(), Port: o.port, GIDIndex: e.gidIndex, LinkLayer: e.portAttr.LinkLayer.String(),
+		Rows: []selftestRow{},
+	}
+	if e.gidIndex >= 0 {
+		e.report.GID, e.report.GIDType = e.gid.String(), e.gidType
+		if ip := e.gid.IP(); ip.To4() != nil {
+			e.report.GID = "::ffff:" + ip.String()
+		}
+	}
+	return e, nil
+}
+
+// pickGID sets the GID the QPs use: index, or by default the port's
+// RoCE v2 GID of an IPv4 address, else index 0; an InfiniBand port
+// without -g routes by LID.
+func (e *selftestEnv) pickGID(index int) error {
+	name := e.ctx.Device().Name
+	if index < 0 && e.portAttr.LinkLayer == uverbs.LinkLayerInfiniBand {
+		e.gidIndex = -1
+		if e.portAttr.LID == 0 {
+			return fmt.Errorf("%s port %d has no LID (is a subnet manager running?); give a GID index with -g", name, e.port)
+		}
+		return nil
+	}
+	if index < 0 {
+		index = 0
+		if tbl, err := e.ctx.GIDTable(e.port); err == nil {
+			for _, g := range tbl {
+				if g.Type == uverbs.GIDTypeRoCEv2 && g.GID.IP().To4() != nil {
+					index = g.Index
+					break
+				}
+			}
+		}
+	}
+	ent, err := e.ctx.QueryGIDEntry(e.port, index)
+	if err != nil {
+		g, gerr := e.ctx.QueryGID(e.port, index)
+		if gerr != nil {
+			return fmt.Errorf("%s port %d GID index %d: %w", name, e.port, index, gerr)
+		}
+		ent = uverbs.GIDEntry{GID: g, Index: index, Port: e.port}
+		e.gidType = "type unknown"
+	} else {
+		e.gidType = ent.Type.String()
+	}
+	e.gidIndex, e.gid = index, ent.GID
+	return nil
+}
+
+// kernelRelease is uname -r.
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// selftestProvider names the purerdma provider that drives the device's
+// queues: the one that creates a CQ, or "none" and why.
+func selftestProvider(c *uverbs.Context, dev uverbs.Device) string {
+	cq, err := c.CreateCQ(uverbs.CQConfig{Size: 1})
+	if err != nil {
+		if errors.Is(err, uverbs.ErrNotSupported) {
+			return "none (" + err.Error() + ")"
+		}
+		return "unknown (" + err.Error() + ")"
+	}
+	cq.Close()
+	name := strings.TrimSuffix(dev.DriverName, "_core")
+	if name == "" {
+		name = dev.Name
+	}
+	return name + " (purerdma, in Go)"
+}
+
+// selftestReport is what selftest prints: the header and the rows; its
+// JSON is -json's document.
+type selftestReport struct {
+	Device        string        `json:"device"`
+	Driver        string        `json:"driver"`
+	Provider      string        `json:"provider"`
+	Kernel        string        `json:"kernel"`
+	Port          int           `json:"port"`
+	GIDIndex      int           `json:"gid_index"` // -1: LID routing
+	GID           string        `json:"gid"`
+	GIDType       string        `json:"gid_type"` // IB, RoCE v1, RoCE v2; "" for LID routing
+	LinkLayer     string        `json:"link_layer"`
+	Rows          []selftestRow `json:"rows"`
+	Passed        int           `json:"passed"`
+	Failed        int           `json:"failed"`
+	NotApplicable int           `json:"not_applicable"`
+}
+
+// selftestRow is one check's outcome.
+type selftestRow struct {
+	Name   string `json:"name"`
+	Result string `json:"result"` // pass, fail or n/a
+	Detail string `json:"detail"`
+	USec   int64  `json:"usec"`
+}
+
+// Results of a row.
+const (
+	selftestPass = "pass"
+	selftestFail = "fail"
+	selftestNA   = "n/a"
+)
+
+// add appends a row and counts it.
+func (r *selftestReport) add(row selftestRow) {
+	r.Rows = append(r.Rows, row)
+	switch row.Result {
+	case selftestPass:
+		r.Passed++
+	case selftestNA:
+		r.NotApplicable++
+	default:
+		r.Failed++
+	}
+}
+
+// writeText prints the header and the table.
+func (r *selftestReport) writeText(w io.Writer) {
+	gid := "none: LID routing"
+	if r.GIDIndex >= 0 {
+		gid = fmt.Sprintf("%d %s (%s)", r.GIDIndex, r.GID, r.GIDType)
+	}
+	fmt.Fprintf(w, "device      %s\n", r.Device)
+	fmt.Fprintf(w, "driver      %s\n", r.Driver)
+	fmt.Fprintf(w, "provider    %s\n", r.Provider)
+	fmt.Fprintf(w, "kernel      %s\n", r.Kernel)
+	fmt.Fprintf(w, "port        %d\n", r.Port)
+	fmt.Fprintf(w, "gid         %s\n", gid)
+	fmt.Fprintf(w, "link layer  %s\n\n", r.LinkLayer)
+	width := len("check")
+	for _, row := range r.Rows {
+		width = max(width, len(row.Name))
+	}
+	fmt.Fprintf(w, "%-*s  %-6s  %10s  %s\n", width, "check", "result", "usec", "detail")
+	for _, row := range r.Rows {
+		fmt.Fprintf(w, "%-*s  %-6s  %10d  %s\n", width, row.Name, row.Result, row.USec, row.Detail)
+	}
+	fmt.Fprintf(w, "\n%d passed, %d failed, %d n/a\n", r.Passed, r.Failed, r.NotApplicable)
+}
+
+// selftestCheck is one row: run returns nil and a detail when the
+// operation did what it must, an error saying what went wrong otherwise,
+// or errNA for a check the device cannot do.
+type selftestCheck struct {
+	name string
+	run  func(r *selftestRun) (detail string, err error)
+}
+
+// notApplicable is a check that does not apply to the device.
+type notApplicable struct{ reason string }
+
+func (n notApplicable) Error() string { return n.reason }
+
+func stNA(format string, args ...any) error { return notApplicable{fmt.Sprintf(format, args...)} }
+
+// run runs the checks in order, each with its own objects, and returns
+// the report. An interrupt (ctx) stops it after the row that ran.
+func (e *selftestEnv) run(ctx context.Context, checks []selftestCheck) *selftestReport {
+	rep := e.report
+	for _, c := range checks {
+		if ctx.Err() != nil {
+			break
+		}
+		rep.add(e.runOne(ctx, c))
+	}
+	return &rep
+}
+
+func (e *selftestEnv) runOne(ctx context.Context, c selftestCheck) (row selftestRow) {
+	r := &selftestRun{ctx: ctx, env: e, name: c.name}
+	start := time.Now()
+	detail, err := func() (detail string, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return c.run(r)
+	}()
+	if cerr := r.close(); cerr != nil && (err == nil || errors.As(err, new(notApplicable))) {
+		err = fmt.Errorf("closing the check's objects: %w", cerr)
+	}
+	row = selftestRow{Name: c.name, USec: time.Since(start).Microseconds()}
+	var n notApplicable
+	switch {
+	case err == nil:
+		row.Result, row.Detail = selftestPass, detail
+	case errors.As(err, &n):
+		row.Result, row.Detail = selftestNA, n.reason
+	default:
+		row.Result, row.Detail = selftestFail, err.Error()
+	}
+	return row
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/purerdma/rdma/testenv"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// selftestRowNames are the rows selftest must print, in order: a row
+// dropped or renamed fails the tests.
+var selftestRowNames = []string{
+	"rc send/recv", "rc send with imm", "rc rdma write", "rc rdma write with imm", "rc rdma read",
+	"rc compare-and-swap", "rc fetch-and-add", "rc inline send", "rc fence", "rc unsignaled",
+	"rc post list", "rc ring wrap", "uc send/recv", "uc rdma write", "ud send", "srq",
+	"completion channel", "error completion", "send queue full",
+}
+
+// runSelftestJSON runs selftest -json with args and decodes its report.
+func runSelftestJSON(t *testing.T, args ...string) (int, selftestReport, string) {
+	t.Helper()
+	code, stdout, stderr := runArgs(append([]string{"selftest", "-json"}, args...)...)
+	var rep selftestReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("selftest %q: exit %d, stdout is no report (%v):\n%s\nstderr: %s", args, code, err, stdout, stderr)
+	}
+	return code, rep, stderr
+}
+
+func rowNames(rep selftestReport) []string {
+	var names []string
+	for _, r := range rep.Rows {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
+// TestSelftestPassesOnRxe runs every check on each of the VM's soft-RoCE
+// devices: every row must pass (rxe has every operation, so nothing is
+// n/a), with the header describing the device.
+func TestSelftestPassesOnRxe(t *testing.T) {
+	devs := testenv.Devices(t, 2)
+	for _, d := range devs[:2] {
+		t.Run(d.Name, func(t *testing.T) {
+			code, rep, stderr := runSelftestJSON(t, "-d", d.Name)
+			if code != 0 || stderr != "" {
+				t.Errorf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			if diff := cmp.Diff(selftestRowNames, rowNames(rep)); diff != "" {
+				t.Errorf("rows (-want +got):\n%s", diff)
+			}
+			for _, r := range rep.Rows {
+				if r.Result != selftestPass {
+					t.Errorf("%s: %s: %s", r.Name, r.Result, r.Detail)
+				}
+				t.Logf("%-24s %-4s %8d us  %s", r.Name, r.Result, r.USec, r.Detail)
+			}
+			if rep.Passed != len(selftestRowNames) || rep.Failed != 0 || rep.NotApplicable != 0 {
+				t.Errorf("counts: %d passed, %d failed, %d n/a; want %d, 0, 0", rep.Passed, rep.Failed, rep.NotApplicable, len(selftestRowNames))
+			}
+			if rep.Device != d.Name || rep.Driver != "rxe" || !strings.HasPrefix(rep.Provider, "rxe") ||
+				rep.Port != 1 || rep.LinkLayer != "Ethernet" || rep.GIDIndex < 0 || rep.GIDType != "RoCE v2" || !strings.HasPrefix(rep.GID, "::ffff:198.18.0.") ||
+				rep.Kernel == "" || rep.Kernel == "unknown" {
+				t.Errorf("header %+v", rep)
+			}
+		})
+	}
+}
+
+// TestSelftestText: the table has a line per row and the summary.
+func TestSelftestText(t *testing.T) {
+	testenv.Device(t)
+	code, stdout, stderr := runArgs("selftest", "-d", "rxe0", "-iters", "100")
+	if code != 0 || stderr != "" {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"device      rxe0\n", "driver      rxe\n", "link layer  Ethernet\n",
+		"19 passed, 0 failed, 0 n/a\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, name := range selftestRowNames {
+		if !slices.ContainsFunc(strings.Split(stdout, "\n"), func(l string) bool {
+			return strings.HasPrefix(l, name+" ") && strings.Contains(l, " pass ")
+		}) {
+			t.Errorf("no passing line for %q:\n%s", name, stdout)
+		}
+	}
+}
+
+// TestSelftestFailsOnWrongData runs the real checks with a tamper hook
+// that changes one byte of what the check is about to compare, in one
+// row at a time: that row must fail naming the data, the others pass,
+// and the command exits 1.
+func TestSelftestFailsOnWrongData(t *testing.T) {
+	testenv.Device(t)
+	for _, row := range []string{"rc send/recv", "rc rdma read", "rc compare-and-swap", "rc ring wrap", "srq", "send queue full"} {
+		t.Run(row, func(t *testing.T) {
+			selftestTamper = func(check string, got []byte) {
+				if check == row && len(got) > 0 {
+					got[len(got)-1] ^= 0x40
+				}
+			}
+			defer func() { selftestTamper = nil }()
+			code, rep, stderr := runSelftestJSON(t, "-d", "rxe0", "-iters", "100")
+			if code != 1 || !strings.Contains(stderr, "selftest: rxe0: 1 of 19 checks failed") {
+				t.Errorf("exit %d, stderr %q; want 1 and the count", code, stderr)
+			}
+			if rep.Failed != 1 || rep.Passed != 18 {
+				t.Errorf("%d passed, %d failed; want 18 and 1", rep.Passed, rep.Failed)
+			}
+			for _, r := range rep.Rows {
+				switch {
+				case r.Name == row && (r.Result != selftestFail || !strings.Contains(r.Detail, "differ") && !strings.Contains(r.Detail, "no message that was sent")):
+					t.Errorf("%s with a changed byte: %s %q, want a fail naming the bytes", r.Name, r.Result, r.Detail)
+				case r.Name != row && r.Result != selftestPass:
+					t.Errorf("%s: %s %q", r.Name, r.Result, r.Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestSelftestLostCompletion: a check that waits for a completion that
+// never comes, as a broken provider would lose one, fails its row after
+// the wait's bound instead of hanging, and the next row still runs.
+func TestSelftestLostCompletion(t *testing.T) {
+	testenv.Device(t)
+	oldChecks, oldWait := selftestChecks, selftestWait
+	defer func() { selftestChecks, selftestWait = oldChecks, oldWait }()
+	selftestWait = 200 * time.Millisecond
+	selftestChecks = []selftestCheck{
+		{"lost completion", func(r *selftestRun) (string, error) {
+			a, b, err := r.rcPair()
+			if err != nil {
+				return "", err
+			}
+			// A send without a receive on the other side: it waits
+			// (receiver not ready) and never completes.
+			if err := a.qp.PostSend(&uverbs.SendWR{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(0, 8)}}); err != nil {
+				return "", err
+			}
+			_, err = r.poll1(a.scq, "send")
+			_ = b
+			return "", err
+		}},
+		oldChecks[0],
+	}
+	code, rep, _ := runSelftestJSON(t, "-d", "rxe0")
+	if code != 1 || len(rep.Rows) != 2 {
+		t.Fatalf("exit %d, rows %+v; want 1 and two rows", code, rep.Rows)
+	}
+	if r := rep.Rows[0]; r.Result != selftestFail || r.Detail != "send: 0 of 1 completions, then none for 200ms" {
+		t.Errorf("lost completion: %s %q", r.Result, r.Detail)
+	}
+	if r := rep.Rows[1]; r.Result != selftestPass {
+		t.Errorf("the row after it: %s %q", r.Result, r.Detail)
+	}
+}
+
+// TestHWCheckScript runs scripts/hwcheck with this test binary as
+// purerdma: a table for each of the VM's devices naming its driver, exit
+// 0; a device that fails (here one that does not exist) makes it exit 1
+// and name the device.
+func TestHWCheckScript(t *testing.T) {
+	testenv.Devices(t, 2)
+	run := func(devices string, args ...string) (int, string) {
+		cmd := exec.Command("../../scripts/hwcheck", args...)
+		cmd.Env = append(os.Environ(), mainEnv+"=1", "PURERDMA_BIN="+os.Args[0], "PURERDMA_HWCHECK_DEVICES="+devices)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("hwcheck: %v", err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	code, out := run("", "-iters", "1000")
+	for _, want := range []string{"=== rxe0 (kernel driver rxe)\n", "=== rxe1 (kernel driver rxe)\n", "provider    rxe",
+		"19 passed, 0 failed, 0 n/a\n", "hwcheck: every check passed on 2 device(s)\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hwcheck output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Errorf("hwcheck exit %d, want 0:\n%s", code, out)
+	}
+	code, out = run("rxe1 nosuch", "-iters", "100")
+	if code != 1 || !strings.Contains(out, "hwcheck: FAILED on nosuch (exit 1)\n") || !strings.Contains(out, "=== rxe1 (kernel driver rxe)\n") {
+		t.Errorf("hwcheck with a device that fails: exit %d, want 1 and the device named:\n%s", code, out)
+	}
+}
