@@ -183,6 +183,19 @@ func (c *Context) Device() Device {
 	return c.dev
 }
 
+// Provider names the purerdma provider that drives the device's queues
+// ("rxe", "mlx5"), or "" when its driver has none: then CreateCQ,
+// CreateQP and CreateSRQ fail with ErrNotSupported (docs/providers.md).
+func (c *Context) Provider() string {
+	if c == nil {
+		return ""
+	}
+	if _, none := c.prov.(noProvider); none {
+		return ""
+	}
+	return c.prov.name()
+}
+
 // NumCompVectors is how many completion vectors the device has.
 func (c *Context) NumCompVectors() int {
 	if c == nil {
