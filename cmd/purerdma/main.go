@@ -8,7 +8,7 @@
 //	purerdma link add NAME type TYPE netdev NETDEV   add a software device (rxe, siw)
 //	purerdma link del NAME                           remove a software device
 //	purerdma pingpong rc|uc|ud|srq [flags] [HOST]    ibv_{rc,uc,ud,srq}_pingpong
-//	purerdma ping -s|-c [flags]                      rping
+//	purerdma ping -s|-c [flags] [-json]              rping
 //	purerdma bench TEST [flags] [SERVER]             perftest-like latency and bandwidth
 //	purerdma bench connect (-b ADDR | -s SERVER)     cmtime-like connection set-up times
 //	purerdma help [COMMAND]                          this list, or one command's help
@@ -19,7 +19,7 @@
 // # JSON output
 //
 // The listings (devices, devinfo, link show) and the measurements
-// (pingpong, bench) take -json: stdout then holds one
+// (pingpong, ping, bench) take -json: stdout then holds one
 // JSON document per invocation instead of the text, with snake_case
 // field names that stay stable:
 //
@@ -37,6 +37,9 @@
 //   - pingpong: {"test", "role", "size", "iters", "bytes", "seconds",
 //     "mbit_per_sec", "usec_per_iter", "invalid_pages"} (the bytes both
 //     ways, as the text's; invalid_pages counts the server's -c failures)
+//   - ping (one connection, so not with -P): {"role", "server", "size",
+//     "pings", "validated", "seconds", "usec_per_ping"}, printed when the
+//     connection ends well (the server: when the client disconnects)
 //   - bench and bench connect: the fields docs/performance.md lists.
 //
 // # Exit status
