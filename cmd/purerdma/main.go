@@ -480,7 +480,7 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 			continue
 		}
 		if jsonOut {
-			out.Links = append(out.Links, linkJSON{Device: l.DevName, Port: l.Port, State: l.StateName(),
+			out.Links = append(out.Links, linkJSON{Device: l.DevName, Port: int(l.Port), State: l.StateName(),
 				PhysicalState: l.PhysStateName(), Netdev: l.Netdev})
 			shown++
 			continue
@@ -513,7 +513,7 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 // linkJSON is one port of "link show -json".
 type linkJSON struct {
 	Device        string `json:"device"`
-	Port          uint32 `json:"port"`
+	Port          int    `json:"port"`
 	State         string `json:"state"`
 	PhysicalState string `json:"physical_state"`
 	Netdev        string `json:"netdev"`

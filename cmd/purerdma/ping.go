@@ -516,7 +516,7 @@ func (c *rpConn) setup() error {
 		if c.qp, err = c.pd.CreateQP(cfg); err != nil {
 			return fmt.Errorf("ping: create QP: %w", err)
 		}
-		attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(c.id.Port())}
+		attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: c.id.Port()}
 		if err := c.qp.Modify(attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
 			return fmt.Errorf("ping: modify QP to INIT: %w", err)
 		}
