@@ -99,7 +99,7 @@ Options:
 Examples:
   purerdma ping -s -a 198.18.0.1 -p 7174
   purerdma ping -c -a 198.18.0.1 -p 7174 -C 10 -v -V
-  purerdma ping -c -a 198.18.0.1 -C 1000 -V -json
+  purerdma ping -c -a 198.18.0.1 -C 100 -V -json
 `
 
 // rpSummaryJSON is the summary "ping -json" prints at the end of a

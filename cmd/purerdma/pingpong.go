@@ -139,8 +139,8 @@ func ppHelp(k ppKind) string {
 	fmt.Fprintf(&b, "  -json, --json          print only a summary, as one JSON object: test, role, size,\n")
 	fmt.Fprintf(&b, "                         iters, bytes, seconds, mbit_per_sec, usec_per_iter\n")
 	fmt.Fprintf(&b, "\nExamples:\n")
-	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1\n", k)
-	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1 -n 10000 -json 198.18.0.1\n", k)
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1                      (the server)\n", k)
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe1 -g 1 -json 198.18.0.1     (a client; both sides need the same -n, -s)\n", k)
 	return b.String()
 }
 
