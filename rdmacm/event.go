@@ -239,6 +239,6 @@ func ahAttr(a *abi.AHAttr) uverbs.AHAttr {
 		GRH: uverbs.GlobalRoute{DGID: uverbs.GID(a.GRH.DGID), FlowLabel: a.GRH.FlowLabel,
 			SGIDIndex: a.GRH.SGIDIndex, HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass},
 		DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate,
-		IsGlobal: a.IsGlobal != 0, PortNum: a.PortNum,
+		IsGlobal: a.IsGlobal != 0, PortNum: int(a.PortNum),
 	}
 }

@@ -41,7 +41,7 @@ func FuzzConvertQPAttr(f *testing.F) {
 			if g.GRH.DGID != uverbs.GID(k.GRH.DGID) || g.GRH.FlowLabel != k.GRH.FlowLabel || g.GRH.SGIDIndex != k.GRH.SGIDIndex ||
 				g.GRH.HopLimit != k.GRH.HopLimit || g.GRH.TrafficClass != k.GRH.TrafficClass || g.DLID != k.DLID ||
 				g.SL != k.SL || g.SrcPathBits != k.SrcPathBits || g.StaticRate != k.StaticRate ||
-				g.IsGlobal != (k.IsGlobal != 0) || g.PortNum != k.PortNum {
+				g.IsGlobal != (k.IsGlobal != 0) || g.PortNum != int(k.PortNum) {
 				t.Fatalf("address vector %+v from %+v", g, k)
 			}
 		}

@@ -250,8 +250,8 @@ func convertQPAttr(r *abi.QPAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
 		PKeyIndex: r.PKeyIndex, AltPKeyIndex: r.AltPKeyIndex,
 		EnSQDAsyncNotify: r.EnSQDAsyncNotify != 0, SQDraining: r.SQDraining != 0,
 		MaxRdAtomic: r.MaxRDAtomic, MaxDestRdAtomic: r.MaxDestRDAtomic, MinRNRTimer: r.MinRNRTimer,
-		PortNum: r.PortNum, Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
-		AltPortNum: r.AltPortNum, AltTimeout: r.AltTimeout,
+		PortNum: int(r.PortNum), Timeout: r.Timeout, RetryCnt: r.RetryCnt, RNRRetry: r.RNRRetry,
+		AltPortNum: int(r.AltPortNum), AltTimeout: r.AltTimeout,
 	}
 	return a, uverbs.QPAttrMask(r.QPAttrMask) & knownQPAttrs
 }

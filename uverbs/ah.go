@@ -1,8 +1,6 @@
 package uverbs
 
 import (
-	"fmt"
-
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
 )
@@ -26,8 +24,8 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if err := pd.alive(); err != nil {
 		return nil, err
 	}
-	if attr.PortNum == 0 {
-		return nil, fmt.Errorf("uverbs: CreateAH: port 0 (ports count from 1): %w", errInvalid)
+	if err := c.checkPort("uverbs: CreateAH: PortNum", attr.PortNum); err != nil {
+		return nil, err
 	}
 	ah := &AH{pd: pd, attr: attr}
 	ah.resource = resource{ctx: c, kind: "AH"}
@@ -37,7 +35,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		GRH: abi.GlobalRoute{DGID: attr.GRH.DGID, FlowLabel: attr.GRH.FlowLabel, SGIDIndex: attr.GRH.SGIDIndex,
 			HopLimit: attr.GRH.HopLimit, TrafficClass: attr.GRH.TrafficClass},
 		DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
-		IsGlobal: boolByte(attr.IsGlobal), PortNum: attr.PortNum,
+		IsGlobal: boolByte(attr.IsGlobal), PortNum: uint8(attr.PortNum),
 	}}
 	req.Response = uint64(sys.PointerTo(resp))
 	if err := c.fd.Command("uverbs CREATE_AH", abi.IB_USER_VERBS_CMD_CREATE_AH, abi.Bytes(&req), resp); err != nil {

@@ -95,7 +95,7 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 	if port < 1 || port > 255 {
 		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: port %d: %w", port, errInvalid)
 	}
-	a := AHAttr{DLID: wc.SLID, SL: wc.SL, SrcPathBits: wc.DLIDPathBits, PortNum: uint8(port)}
+	a := AHAttr{DLID: wc.SLID, SL: wc.SL, SrcPathBits: wc.DLIDPathBits, PortNum: port}
 	if wc.Flags&WCWithGRH == 0 {
 		return a, nil
 	}

@@ -76,6 +76,11 @@ type GlobalRoute struct {
 }
 
 // AHAttr is an address vector (ibv_ah_attr).
+//
+// PortNum is an int, as port numbers are everywhere in this package
+// (Context.QueryPort, GIDEntry.Port, rdmacm's ID.Port); the kernel takes
+// 1 to 255, and CreateAH and QP.Modify refuse any other value, or a port
+// the device does not have, before asking it.
 type AHAttr struct {
 	GRH         GlobalRoute
 	DLID        uint16
@@ -83,7 +88,7 @@ type AHAttr struct {
 	SrcPathBits uint8
 	StaticRate  uint8
 	IsGlobal    bool
-	PortNum     uint8
+	PortNum     int
 }
 
 // PathMigState is the path migration state (ibv_mig_state).
@@ -108,7 +113,10 @@ func (m PathMigState) String() string {
 }
 
 // QPAttr are queue pair attributes (ibv_qp_attr). Modify applies the
-// fields its mask selects; Query fills them.
+// fields its mask selects; Query fills them. PortNum and AltPortNum are
+// ints like every port number of the package; Modify checks the ones its
+// mask selects (QPAttrPort, QPAttrAV, QPAttrAltPath) against the
+// device's ports, 1 to 255, before any kernel call.
 type QPAttr struct {
 	State            QPState
 	CurState         QPState
@@ -129,11 +137,11 @@ type QPAttr struct {
 	MaxRdAtomic      uint8
 	MaxDestRdAtomic  uint8
 	MinRNRTimer      uint8
-	PortNum          uint8
+	PortNum          int
 	Timeout          uint8
 	RetryCnt         uint8
 	RNRRetry         uint8
-	AltPortNum       uint8
+	AltPortNum       int
 	AltTimeout       uint8
 	SQSigAll         bool // Query only
 }
@@ -238,6 +246,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if attr == nil {
 		return fmt.Errorf("uverbs: modify QP: nil attributes: %w", errInvalid)
 	}
+	if err := qp.checkPorts(attr, mask); err != nil {
+		return err
+	}
 	if mask&QPAttrState != 0 && attr.State == QPStateReset && qp.locks {
 		qp.smu.Lock()
 		defer qp.smu.Unlock()
@@ -266,9 +277,21 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	b.PathMTU, b.PathMigState = uint8(attr.PathMTU), uint8(attr.PathMigState)
 	b.EnSQDAsyncNotify = boolByte(attr.EnSQDAsyncNotify)
 	b.MaxRDAtomic, b.MaxDestRDAtomic, b.MinRNRTimer = attr.MaxRdAtomic, attr.MaxDestRdAtomic, attr.MinRNRTimer
-	b.PortNum, b.Timeout, b.RetryCnt, b.RNRRetry = attr.PortNum, attr.Timeout, attr.RetryCnt, attr.RNRRetry
-	b.AltPortNum, b.AltTimeout = attr.AltPortNum, attr.AltTimeout
-	b.Dest, b.AltDest = qpDest(attr.AHAttr), qpDest(attr.AltAHAttr)
+	// Ports the mask does not select are not checked and not sent.
+	if mask&QPAttrPort != 0 {
+		b.PortNum = uint8(attr.PortNum)
+	}
+	if mask&QPAttrAltPath != 0 {
+		b.AltPortNum = uint8(attr.AltPortNum)
+	}
+	b.Timeout, b.RetryCnt, b.RNRRetry = attr.Timeout, attr.RetryCnt, attr.RNRRetry
+	b.AltTimeout = attr.AltTimeout
+	if mask&QPAttrAV != 0 {
+		b.Dest = qpDest(attr.AHAttr)
+	}
+	if mask&QPAttrAltPath != 0 {
+		b.AltDest = qpDest(attr.AltAHAttr)
+	}
 	if _, err := qp.ctx.fd.CommandEx("uverbs EX_MODIFY_QP", abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, abi.Bytes(&req), nil, 0, 0); err != nil {
 		return err
 	}
@@ -277,6 +300,30 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 			r.reset()
 		}
 		qp.state.Store(uint32(next))
+	}
+	return nil
+}
+
+// checkPorts checks the port numbers mask selects, as the kernel would
+// (each must be a port of the device), so that a bad one fails before
+// the kernel call and an int that does not fit the ABI's byte is never
+// truncated into another port.
+func (qp *QP) checkPorts(attr *QPAttr, mask QPAttrMask) error {
+	for _, p := range [...]struct {
+		bit   QPAttrMask
+		field string
+		port  int
+	}{
+		{QPAttrPort, "PortNum", attr.PortNum},
+		{QPAttrAV, "AHAttr.PortNum", attr.AHAttr.PortNum},
+		{QPAttrAltPath, "AltPortNum", attr.AltPortNum},
+		{QPAttrAltPath, "AltAHAttr.PortNum", attr.AltAHAttr.PortNum},
+	} {
+		if mask&p.bit != 0 {
+			if err := qp.ctx.checkPort("uverbs: modify QP: "+p.field, p.port); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -291,13 +338,13 @@ func boolByte(b bool) uint8 {
 func qpDest(a AHAttr) abi.QPDest {
 	return abi.QPDest{DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, DLID: a.DLID,
 		SGIDIndex: a.GRH.SGIDIndex, HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
-		SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, IsGlobal: boolByte(a.IsGlobal), PortNum: a.PortNum}
+		SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, IsGlobal: boolByte(a.IsGlobal), PortNum: uint8(a.PortNum)}
 }
 
 func ahAttrFromDest(d abi.QPDest) AHAttr {
 	return AHAttr{GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex,
 		HopLimit: d.HopLimit, TrafficClass: d.TrafficClass}, DLID: d.DLID, SL: d.SL,
-		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, PortNum: d.PortNum}
+		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, PortNum: int(d.PortNum)}
 }
 
 // Query reads the QP's attributes (ibv_query_qp). The kernel reports
@@ -325,8 +372,8 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 		AHAttr: ahAttrFromDest(resp.Dest), AltAHAttr: ahAttrFromDest(resp.AltDest),
 		PKeyIndex: resp.PKeyIndex, AltPKeyIndex: resp.AltPKeyIndex, SQDraining: resp.SQDraining != 0,
 		MaxRdAtomic: resp.MaxRDAtomic, MaxDestRdAtomic: resp.MaxDestRDAtomic, MinRNRTimer: resp.MinRNRTimer,
-		PortNum: resp.PortNum, Timeout: resp.Timeout, RetryCnt: resp.RetryCnt, RNRRetry: resp.RNRRetry,
-		AltPortNum: resp.AltPortNum, AltTimeout: resp.AltTimeout, SQSigAll: resp.SQSigAll != 0,
+		PortNum: int(resp.PortNum), Timeout: resp.Timeout, RetryCnt: resp.RetryCnt, RNRRetry: resp.RNRRetry,
+		AltPortNum: int(resp.AltPortNum), AltTimeout: resp.AltTimeout, SQSigAll: resp.SQSigAll != 0,
 	}
 	qp.state.Store(uint32(a.State))
 	return a, nil

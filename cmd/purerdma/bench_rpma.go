@@ -34,6 +34,11 @@ import (
 //	           half a round trip (perftest's send_lat)
 //	write_bw   a stream of writes with a flush after every -f of them, up to
 //	           -t writes in flight; a flush's completion completes its writes
+//
+// With -verify the client, after the measured loop, writes a pattern the
+// loop did not write, flushes it, reads it back into a zeroed buffer and
+// compares: a run whose bytes did not arrive fails instead of reporting
+// a latency.
 
 // rpmaTest is a bench rpma test.
 type rpmaTest uint8
@@ -94,6 +99,7 @@ type rpmaBenchConfig struct {
 	server     string           // the server a client connects to
 	timeout    time.Duration    // -connect-timeout: how long a client retries a server that is not up
 	flushGiven bool             // -flush was given (a server takes none)
+	verify     bool             // -verify: write, flush and read back a pattern after the run (client)
 }
 
 // Defaults and limits of bench rpma.
@@ -110,7 +116,7 @@ const (
 )
 
 const rpmaUsage = "  bench rpma TEST [-s SIZE] [-n ITERS] [-w WARMUP] [-t DEPTH] [-f EVERY] [-flush auto|emulated|native]\n" +
-	"             [-p PORT] [-json] [-yield DUR] (-b ADDR | SERVER)\n" +
+	"             [-p PORT] [-json] [-yield DUR] [-verify] (-b ADDR | SERVER)\n" +
 	"                                           measure the rpma package like testdata/rpmabench.c measures librpma\n" +
 	"                                           (TEST: write_lat = write + flush, read_lat, send_lat, write_bw with a\n" +
 	"                                           flush every -f writes); -b ADDR serves, SERVER connects\n"
@@ -141,6 +147,7 @@ func parseRpmaBenchArgs(args []string) (rpmaBenchConfig, error) {
 	fs.BoolVar(&c.json, "json", false, "JSON output")
 	fs.DurationVar(&c.yield, "yield", spin.DefaultInterval, "scheduler yield interval (package spin)")
 	fs.DurationVar(&c.timeout, "connect-timeout", rpmaDefTimeout, "how long a client retries a server that is not listening yet")
+	fs.BoolVar(&c.verify, "verify", false, "after the run, write a pattern, flush it, read it back and compare (client)")
 	rest := args[1:]
 	var pos []string
 	for {
@@ -187,6 +194,9 @@ func (c *rpmaBenchConfig) fill(pos []string, flush string, given map[string]bool
 	c.flushGiven = given["flush"]
 	if c.flushGiven && c.server == "" {
 		return errors.New("-flush is the client's choice: the server registers for both methods")
+	}
+	if c.verify && c.server == "" {
+		return errors.New("-verify is the client's: it writes, flushes and reads back the server's region")
 	}
 	if c.test == rpmaWriteBW {
 		if c.txDepth < 0 {
@@ -389,6 +399,7 @@ type rpmaResult struct {
 	GCCycles      uint64           `json:"gc_cycles"`
 	Latency       *bench.Latency   `json:"latency_usec,omitempty"`
 	Bandwidth     *bench.Bandwidth `json:"bandwidth,omitempty"`
+	Verified      bool             `json:"verified,omitempty"` // -verify: the pattern written and flushed read back equal
 }
 
 func (r *rpmaResult) writeJSON(w io.Writer) error {
@@ -430,6 +441,9 @@ func (r *rpmaResult) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, " TX depth       : %d\t\tFlush every    : %d\n", r.TxDepth, r.FlushEvery)
 	fmt.Fprintf(&b, " Warm-up iters  : %d\t\tCycles/usec    : %.2f\n", r.Warmup, r.CyclesPerUsec)
 	fmt.Fprintf(&b, " GC cycles      : %d\n", r.GCCycles)
+	if r.Verified {
+		fmt.Fprintf(&b, " Verified       : %d B written, flushed and read back equal\n", r.Size)
+	}
 	b.WriteString(rpmaLine)
 	switch {
 	case r.Latency != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"time"
@@ -254,7 +255,15 @@ func rpmaClientRun(ctx context.Context, cfg *rpmaBenchConfig, s *rpmaSide, conn 
 	}
 	r := newRpmaRunner(ctx, cfg, s, conn, rmr, false)
 	r.roff = int(d.DataOffset)
-	return r.run()
+	res, err := r.run()
+	if err != nil || !cfg.verify {
+		return res, err
+	}
+	if err := r.verify(); err != nil {
+		return nil, fmt.Errorf("-verify: %w", err)
+	}
+	res.Verified = true
+	return res, nil
 }
 
 // rpmaRunner runs one test's loop on a connection. Like the verbs
@@ -493,6 +502,42 @@ func (r *rpmaRunner) streamN(n int, st *bench.BWStamps) error {
 				}
 			}
 			ccnt = end
+		}
+	}
+	return nil
+}
+
+// verify writes a pattern the loop did not write (the loops send the
+// first half of the local region as it is, zeros; the pattern starts at
+// a random nonzero byte) to the server's data, flushes it, reads it back
+// into the second half of the local region, zeroed first, and compares.
+func (r *rpmaRunner) verify() error {
+	c, mr, rmr, size, off, dst := r.conn, r.side.mr, r.rmr, r.cfg.size, r.roff, r.side.region
+	buf := r.side.buf.Bytes()
+	src, back := buf[:size], buf[dst:dst+size]
+	first := byte(1 + rand.IntN(255))
+	for i := range src {
+		src[i] = first + byte(i%251)
+	}
+	clear(back)
+	if err := c.Write(rmr, off, mr, 0, size, rpma.CompletionOnError, 0); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if err := c.Flush(rmr, off, size, rpma.FlushVisibility, rpma.CompletionAlways, 1); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if err := r.waitOne(r.cq); err != nil {
+		return fmt.Errorf("write and flush: %w", err)
+	}
+	if err := c.Read(mr, dst, rmr, off, size, rpma.CompletionAlways, 2); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if err := r.waitOne(r.cq); err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	for i := range src {
+		if back[i] != src[i] {
+			return fmt.Errorf("byte %d of the %d read back is %#02x, %#02x was written and flushed", i, size, back[i], src[i])
 		}
 	}
 	return nil

@@ -51,6 +51,9 @@ func TestParseRpmaBenchArgs(t *testing.T) {
 		{[]string{"write_bw", "-t", "10", "-f", "1", "-w", "3", "-b", "a"}, with(lat, func(c *rpmaBenchConfig) {
 			c.test, c.bind, c.txDepth, c.flushEvery, c.warmup = rpmaWriteBW, "a", 10, 1, 3
 		})},
+		{[]string{"write_lat", "-verify", "host"}, with(lat, func(c *rpmaBenchConfig) {
+			c.test, c.flushEvery, c.server, c.verify = rpmaWriteLat, 1, "host", true
+		})},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -76,6 +79,7 @@ func TestParseRpmaBenchArgsErrors(t *testing.T) {
 		{[]string{"write_lat", "-b", "a", "b"}, "not both"},
 		{[]string{"write_lat", "a", "b"}, "one server address"},
 		{[]string{"write_lat", "-b", "a", "-flush", "native"}, "-flush is the client's choice"},
+		{[]string{"write_lat", "-b", "a", "-verify"}, "-verify is the client's"},
 		{[]string{"write_lat", "h", "-flush", "sometimes"}, `flush method "sometimes"`},
 		{[]string{"read_lat", "h", "-t", "4"}, "-t and -f are for write_bw"},
 		{[]string{"write_lat", "h", "-f", "4"}, "-t and -f are for write_bw"},
@@ -273,6 +277,21 @@ func TestRpmaResultText(t *testing.T) {
 	if len(row) != 9 || row[0] != "64" || row[1] != "1000" || row[4] != "31.25" || row[7] != "61.50" {
 		t.Errorf("latency row %q", row)
 	}
+	if strings.Contains(out, "Verified") {
+		t.Errorf("text of a run without -verify says Verified:\n%s", out)
+	}
+	r.Verified = true
+	b.Reset()
+	if err := r.writeText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), " Verified       : 64 B written, flushed and read back equal\n") {
+		t.Errorf("text of a verified run does not say so:\n%s", b.String())
+	}
+	if row := rpmaFirstRow(t, b.String()); len(row) != 9 || row[4] != "31.25" {
+		t.Errorf("latency row of a verified run %q", row)
+	}
+	r.Verified = false
 
 	r = &rpmaResult{Test: "write_bw", Library: "purerdma", Role: "client", Size: 4096, Iterations: 5000, TxDepth: 128,
 		FlushEvery: 32, Flush: "native", Bandwidth: &bench.Bandwidth{Seconds: 0.5, PeakMiBps: 50.5, MiBps: 39.0625, Mpps: 0.01}}

@@ -110,7 +110,7 @@ func openBenchEndpoint(cfg *benchConfig) (_ *benchEndpoint, err error) {
 		return nil, err
 	}
 	ep.closers = append(ep.closers, ep.mr.Close)
-	err = ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(cfg.port), AccessFlags: benchAccess},
+	err = ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: cfg.port, AccessFlags: benchAccess},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
 	if err != nil {
 		return nil, err
@@ -180,7 +180,7 @@ func (ep *benchEndpoint) connect(peer bench.Hello) error {
 	ep.mtu = min(ep.mtu, uverbs.MTU(peer.MTU))
 	err := ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: ep.mtu, DestQPNum: peer.QPN, RQPSN: peer.PSN,
 		MaxDestRdAtomic: uint8(ep.outReads), MinRNRTimer: benchMinRNRTimer,
-		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: uint8(ep.port),
+		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: ep.port,
 			GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(ep.gidIndex), HopLimit: benchHopLimit}}},
 		uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
 			uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)

@@ -8,7 +8,7 @@
 //	purerdma link add NAME type TYPE netdev NETDEV   add a software device (rxe, siw)
 //	purerdma link del NAME                           remove a software device
 //	purerdma pingpong rc|uc|ud|srq [flags] [HOST]    ibv_{rc,uc,ud,srq}_pingpong
-//	purerdma ping -s|-c [flags]                      rping
+//	purerdma ping -s|-c [flags] [-json]              rping
 //	purerdma bench TEST [flags] [SERVER]             perftest-like latency and bandwidth
 //	purerdma bench connect (-b ADDR | -s SERVER)     cmtime-like connection set-up times
 //	purerdma selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]
@@ -21,7 +21,7 @@
 // # JSON output
 //
 // The listings (devices, devinfo, link show), the measurements
-// (pingpong, bench) and selftest take -json: stdout then holds one
+// (pingpong, ping, bench) and selftest take -json: stdout then holds one
 // JSON document per invocation instead of the text, with snake_case
 // field names that stay stable:
 //
@@ -39,6 +39,9 @@
 //   - pingpong: {"test", "role", "size", "iters", "bytes", "seconds",
 //     "mbit_per_sec", "usec_per_iter", "invalid_pages"} (the bytes both
 //     ways, as the text's; invalid_pages counts the server's -c failures)
+//   - ping (one connection, so not with -P): {"role", "server", "size",
+//     "pings", "validated", "seconds", "usec_per_ping"}, printed when the
+//     connection ends well (the server: when the client disconnects)
 //   - bench and bench connect: the fields docs/performance.md lists.
 //   - selftest: {"device", "driver", "provider", "kernel", "port",
 //     "gid_index", "gid", "gid_type", "link_layer", "rows": [{"name", "result",
@@ -484,7 +487,7 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 			continue
 		}
 		if jsonOut {
-			out.Links = append(out.Links, linkJSON{Device: l.DevName, Port: l.Port, State: l.StateName(),
+			out.Links = append(out.Links, linkJSON{Device: l.DevName, Port: int(l.Port), State: l.StateName(),
 				PhysicalState: l.PhysStateName(), Netdev: l.Netdev})
 			shown++
 			continue
@@ -517,7 +520,7 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 // linkJSON is one port of "link show -json".
 type linkJSON struct {
 	Device        string `json:"device"`
-	Port          uint32 `json:"port"`
+	Port          int    `json:"port"`
 	State         string `json:"state"`
 	PhysicalState string `json:"physical_state"`
 	Netdev        string `json:"netdev"`

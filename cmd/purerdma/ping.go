@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/uverbs"
@@ -51,7 +52,8 @@ func init() {
 	register(command{
 		name: "ping",
 		usage: "  ping -s|-c [-vVdPq] [-a ADDR] [-I ADDR]  rping's RDMA read/write ping over the rdma_cm, as server or\n" +
-			"       [-p PORT] [-C COUNT] [-S SIZE]      client; either end may be rdma-core's rping; ping -h lists the flags\n",
+			"       [-p PORT] [-C COUNT] [-S SIZE]      client; either end may be rdma-core's rping; -json prints a\n" +
+			"       [-json]                             summary as JSON; ping -h lists the flags\n",
 		help: pingHelp,
 		run:  pingCmd,
 	})
@@ -70,11 +72,12 @@ type rpOptions struct {
 	debug      bool   // -d
 	persistent bool   // -P
 	selfQP     bool   // -q
+	json       bool   // -json: only a summary, as JSON
 }
 
 const pingHelp = `Usage:
-  purerdma ping -s [-vVdPq] [-S size] [-C count] [-a addr] [-p port]
-  purerdma ping -c [-vVdq] [-S size] [-C count] [-I addr] -a addr [-p port]
+  purerdma ping -s [-vVdPq] [-json] [-S size] [-C count] [-a addr] [-p port]
+  purerdma ping -c [-vVdq] [-json] [-S size] [-C count] [-I addr] -a addr [-p port]
 
 Options:
   -c          client side
@@ -89,11 +92,40 @@ Options:
   -p port     port (default 7174)
   -P          persistent server: serve connections concurrently until stopped
   -q          use a self-created, self-modified QP
+  -json       print only a summary of the connection, as one JSON object
+              (also --json): role, server, size, pings, validated, seconds,
+              usec_per_ping; not with -v (the ping data) or -P (no end)
 
 Examples:
   purerdma ping -s -a 198.18.0.1 -p 7174
   purerdma ping -c -a 198.18.0.1 -p 7174 -C 10 -v -V
+  purerdma ping -c -a 198.18.0.1 -C 100 -V -json
 `
+
+// rpSummaryJSON is the summary "ping -json" prints at the end of a
+// connection that succeeded.
+type rpSummaryJSON struct {
+	Role      string  `json:"role"`      // server or client
+	Server    string  `json:"server"`    // the server's address and port, as the client resolved it or the server listened
+	Size      int     `json:"size"`      // bytes of ping data (the client's -S; at the server, what the client advertised)
+	Pings     int     `json:"pings"`     // completed pings
+	Validated bool    `json:"validated"` // -V: the client compared every echo with what it sent
+	Seconds   float64 `json:"seconds"`   // from the first ping to the last (to the disconnect at the server)
+	USecPing  float64 `json:"usec_per_ping"`
+}
+
+// printSummary prints the -json summary of a connection that made n
+// pings of size bytes in d.
+func (o *rpOut) printSummary(role string, server netip.AddrPort, size, n int, validated bool, d time.Duration) error {
+	us := float64(d.Nanoseconds()) / 1e3
+	s := rpSummaryJSON{Role: role, Server: server.String(), Size: size, Pings: n, Validated: validated, Seconds: us / 1e6}
+	if n > 0 {
+		s.USecPing = us / float64(n)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return writeJSON(o.stdout, s)
+}
 
 func pingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parsePingArgs(args)
@@ -124,6 +156,10 @@ func parsePingArgs(args []string) (rpOptions, error) {
 	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		if a == "-json" || a == "--json" { // purerdma's own; rping has no long flags
+			o.json = true
+			continue
+		}
 		if a == "--" {
 			if i+1 < len(args) {
 				return o, usageError("ping: unexpected argument %q", args[i+1])
@@ -203,6 +239,10 @@ func parsePingArgs(args []string) (rpOptions, error) {
 		return o, usageError("ping: the client needs the server's address (-a)")
 	case seen['a'] && o.addr == "", seen['I'] && o.source == "":
 		return o, usageError("ping: empty address")
+	case o.json && o.verbose:
+		return o, usageError("ping: -json prints only a summary: it does not go with -v (the ping data)")
+	case o.json && o.persistent:
+		return o, usageError("ping: -json prints one connection's summary: it does not go with -P (a server that runs until stopped)")
 	}
 	o.server = role == 's'
 	return o, nil
@@ -296,7 +336,9 @@ func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 	connCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := c.watch(connCtx, cancel)
+	start := time.Now()
 	n, err := c.pingLoop(connCtx)
+	elapsed := time.Since(start)
 	stop()
 	if errors.Is(err, errPeerDisconnected) {
 		err = nil // rping's client ends with 0 when its server disconnects
@@ -305,6 +347,9 @@ func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		}
 	}
 	c.disconnect()
+	if err == nil && o.json {
+		err = out.printSummary("client", ap, o.size, n, o.validate, elapsed)
+	}
 	return err
 }
 
@@ -351,7 +396,7 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 			req.ID.Close()
 			return fmt.Errorf("ping: stop listening: %w", err)
 		}
-		return serveRPing(ctx, req, o, out)
+		return serveRPing(ctx, req, o, out, ap)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait() // before the listener closes
@@ -362,15 +407,16 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		}
 		wg.Go(func() {
 			peer, _ := req.ID.RemoteAddr()
-			if err := serveRPing(ctx, req, o, out); err != nil {
+			if err := serveRPing(ctx, req, o, out, ap); err != nil {
 				out.errorf("purerdma: ping: connection from %v: %v\n", peer, err)
 			}
 		})
 	}
 }
 
-// serveRPing serves the connection of one request and closes its ID.
-func serveRPing(ctx context.Context, req *rdmacm.Event, o *rpOptions, out *rpOut) (err error) {
+// serveRPing serves the connection of one request to a server listening
+// on ap and closes its ID.
+func serveRPing(ctx context.Context, req *rdmacm.Event, o *rpOptions, out *rpOut, ap netip.AddrPort) (err error) {
 	id := req.ID
 	defer closeErr(&err, id.Close)
 	out.debugf("cma_event type %v cma_id %d (child)\n", req.Type, id.Handle())
@@ -386,13 +432,19 @@ func serveRPing(ctx context.Context, req *rdmacm.Event, o *rpOptions, out *rpOut
 	connCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := c.watch(connCtx, cancel)
-	err = c.serveLoop(connCtx)
+	start := time.Now()
+	n, err := c.serveLoop(connCtx)
+	elapsed := time.Since(start)
 	stop()
 	c.disconnect()
-	if errors.Is(err, errPeerDisconnected) {
-		return nil // how a server's run ends
+	if !errors.Is(err, errPeerDisconnected) {
+		return err
 	}
-	return err
+	// How a server's run ends.
+	if o.json {
+		return out.printSummary("server", ap, c.pingSize, n, false, elapsed)
+	}
+	return nil
 }
 
 // errPeerDisconnected is the cause a connection's context ends with when
@@ -421,6 +473,8 @@ type rpConn struct {
 	recvWR                    uverbs.RecvWR
 	sendWR, rdmaWR            uverbs.SendWR
 	wc                        [1]uverbs.WorkCompletion
+
+	pingSize int // the server's: bytes of the client's last ping
 }
 
 // newRPConn creates what rping_setup_qp and rping_setup_buffers create
@@ -462,7 +516,7 @@ func (c *rpConn) setup() error {
 		if c.qp, err = c.pd.CreateQP(cfg); err != nil {
 			return fmt.Errorf("ping: create QP: %w", err)
 		}
-		attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(c.id.Port())}
+		attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: c.id.Port()}
 		if err := c.qp.Modify(attr, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
 			return fmt.Errorf("ping: modify QP to INIT: %w", err)
 		}
@@ -818,14 +872,15 @@ func (c *rpConn) ping(ctx context.Context, ping int) error {
 }
 
 // serveLoop is rping_test_server: it runs until the client disconnects
-// (errPeerDisconnected) or something fails.
-func (c *rpConn) serveLoop(ctx context.Context) error {
-	for {
+// (errPeerDisconnected) or something fails, and returns how many pings
+// it served.
+func (c *rpConn) serveLoop(ctx context.Context) (int, error) {
+	for n := 0; ; n++ {
 		if err := c.serve(ctx); err != nil {
 			if errors.Is(err, errPeerDisconnected) {
-				return err
+				return n, err
 			}
-			return fmt.Errorf("ping: %w", err)
+			return n, fmt.Errorf("ping: %w", err)
 		}
 	}
 }
@@ -840,6 +895,7 @@ func (c *rpConn) serve(ctx context.Context) error {
 	if src.Size == 0 || int64(src.Size) > int64(len(c.rdmaBuf)) {
 		return fmt.Errorf("the client's buffer has %d bytes, this server's (-S) %d", src.Size, len(c.rdmaBuf))
 	}
+	c.pingSize = int(src.Size)
 	if err := c.rdma(uverbs.WRRDMARead, int(src.Size), src); err != nil {
 		return err
 	}

@@ -35,6 +35,8 @@ func TestParsePingArgs(t *testing.T) {
 		{[]string{"-vcC", "3", "-ahost"}, with(func(o *rpOptions) { o.verbose, o.count, o.addr = true, 3, "host" })},
 		{[]string{"-sS", "65535", "-a", "::", "-C", "0", "--"}, with(func(o *rpOptions) { o.server, o.size, o.addr = true, 65535, "::" })},
 		{[]string{"-s", "-s", "-p", "1"}, with(func(o *rpOptions) { o.server, o.port = true, 1 })},
+		{[]string{"-c", "-a", "h", "-json", "-VC5"}, with(func(o *rpOptions) { o.addr, o.json, o.validate, o.count = "h", true, true, 5 })},
+		{[]string{"--json", "-sq"}, with(func(o *rpOptions) { o.server, o.json, o.selfQP = true, true, true })},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -82,6 +84,10 @@ func TestPingBadCommandLines(t *testing.T) {
 		{[]string{"-s", "198.18.0.1"}, `purerdma: ping: unexpected argument "198.18.0.1" (all arguments are flags)`},
 		{[]string{"-s", "-"}, `purerdma: ping: unexpected argument "-" (all arguments are flags)`},
 		{[]string{"-s", "--", "x"}, `purerdma: ping: unexpected argument "x"`},
+		{[]string{"-s", "-json", "-v"}, "purerdma: ping: -json prints only a summary: it does not go with -v (the ping data)"},
+		{[]string{"-c", "-a", "h", "-json", "-vV"}, "purerdma: ping: -json prints only a summary: it does not go with -v (the ping data)"},
+		{[]string{"-sP", "--json"}, "purerdma: ping: -json prints one connection's summary: it does not go with -P (a server that runs until stopped)"},
+		{[]string{"-s", "-jsonx"}, "purerdma: ping: unknown flag -j"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -592,4 +593,75 @@ func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struc
 		return fmt.Errorf("%v, want DISCONNECTED", ev)
 	}
 	return s.Disconnect()
+}
+
+// decodeOneJSON decodes out, which must hold exactly one JSON document
+// with no fields that v lacks, into v.
+func decodeOneJSON(out string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("more than one JSON document")
+	}
+	return nil
+}
+
+// TestPingJSON runs a Go server and client with -json and checks that
+// each prints one JSON summary with the run's values (and the Go client
+// against rping's server, where the Go end is the only one with -json).
+func TestPingJSON(t *testing.T) {
+	testenv.Devices(t, 2)
+	const n, size = 20, 100
+	checkSummary := func(t *testing.T, who string, r rpResult, role string, validated bool) rpSummaryJSON {
+		t.Helper()
+		var s rpSummaryJSON
+		if err := decodeOneJSON(r.stdout, &s); err != nil {
+			t.Fatalf("%s stdout is not one JSON summary: %v\n%s", who, err, r.stdout)
+		}
+		ap, err := netip.ParseAddrPort(s.Server)
+		if err != nil || ap.Addr().String() != rpServerAddr || ap.Port() == 0 {
+			t.Errorf("%s: server %q, want %s:PORT", who, s.Server, rpServerAddr)
+		}
+		want := rpSummaryJSON{Role: role, Server: s.Server, Size: size, Pings: n, Validated: validated,
+			Seconds: s.Seconds, USecPing: s.USecPing}
+		if diff := cmp.Diff(want, s); diff != "" {
+			t.Errorf("%s summary (-want +got):\n%s", who, diff)
+		}
+		if s.Seconds <= 0 {
+			t.Errorf("%s: seconds %v, want > 0", who, s.Seconds)
+		}
+		// usec_per_ping is seconds over pings, up to rounding.
+		if per := s.Seconds * 1e6 / n; s.USecPing <= 0 || math.Abs(per-s.USecPing) > 1e-6*per+1e-3 {
+			t.Errorf("%s: usec_per_ping %v, want seconds*1e6/pings = %v", who, s.USecPing, per)
+		}
+		return s
+	}
+	t.Run("go-server+go-client", func(t *testing.T) {
+		server := rpEnd{args: []string{"-s", "-a", rpServerAddr, "-S", strconv.Itoa(size), "-json"}}
+		client := rpEnd{args: []string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-V", "-json"}}
+		sr, cr := rpPair(t, server, client)
+		if sr.code != 0 || cr.code != 0 {
+			t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
+		}
+		ss := checkSummary(t, "server", sr, "server", false)
+		cs := checkSummary(t, "client", cr, "client", true)
+		if ss.Server != cs.Server {
+			t.Errorf("the server's summary names %s, the client's %s", ss.Server, cs.Server)
+		}
+		if sr.stderr != "server DISCONNECT EVENT...\n" || cr.stderr != "" {
+			t.Errorf("stderr: server %q, client %q; want the disconnect line and nothing", sr.stderr, cr.stderr)
+		}
+	})
+	t.Run("rping-server+go-client", func(t *testing.T) {
+		server := rpEnd{c: true, args: []string{"-s", "-a", rpServerAddr, "-S", strconv.Itoa(size)}}
+		client := rpEnd{args: []string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-V", "--json"}}
+		sr, cr := rpPair(t, server, client)
+		if sr.code != 0 || cr.code != 0 {
+			t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
+		}
+		checkSummary(t, "client", cr, "client", true)
+	})
 }

@@ -139,8 +139,8 @@ func ppHelp(k ppKind) string {
 	fmt.Fprintf(&b, "  -json, --json          print only a summary, as one JSON object: test, role, size,\n")
 	fmt.Fprintf(&b, "                         iters, bytes, seconds, mbit_per_sec, usec_per_iter\n")
 	fmt.Fprintf(&b, "\nExamples:\n")
-	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1\n", k)
-	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1 -n 10000 -json 198.18.0.1\n", k)
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe0 -g 1                      (the server)\n", k)
+	fmt.Fprintf(&b, "  purerdma pingpong %s -d rxe1 -g 1 -json 198.18.0.1     (a client; both sides need the same -n, -s)\n", k)
 	return b.String()
 }
 
@@ -484,7 +484,7 @@ func (s *ppSession) open(dev uverbs.Device) error {
 		}
 	}
 	for i, qp := range s.qps {
-		attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: uint8(o.ibPort)}
+		attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: o.ibPort}
 		mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
 		if typ == uverbs.QPTypeUD {
 			attr.QKey = ppQKey
@@ -544,7 +544,7 @@ func (s *ppSession) connect(my, rem []ppDest) error {
 		if err := s.qps[0].Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: my[0].PSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
 			return fmt.Errorf("failed to modify QP to RTS: %w", err)
 		}
-		ah := uverbs.AHAttr{DLID: rem[0].LID, SL: uint8(o.sl), PortNum: uint8(o.ibPort)}
+		ah := uverbs.AHAttr{DLID: rem[0].LID, SL: uint8(o.sl), PortNum: o.ibPort}
 		if global {
 			grh.HopLimit = 64
 			ah.IsGlobal, ah.GRH = true, grh
@@ -559,7 +559,7 @@ func (s *ppSession) connect(my, rem []ppDest) error {
 	}
 	for i, qp := range s.qps {
 		attr := &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: o.mtu, DestQPNum: rem[i].QPN, RQPSN: rem[i].PSN,
-			AHAttr: uverbs.AHAttr{DLID: rem[i].LID, SL: uint8(o.sl), PortNum: uint8(o.ibPort)}}
+			AHAttr: uverbs.AHAttr{DLID: rem[i].LID, SL: uint8(o.sl), PortNum: o.ibPort}}
 		if global {
 			attr.AHAttr.IsGlobal, attr.AHAttr.GRH = true, grh
 		}

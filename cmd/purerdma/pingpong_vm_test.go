@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -419,4 +420,52 @@ func exitCode(err error, stderr *bytes.Buffer) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// TestPingpongJSON runs the Go command with -json against itself and,
+// as the client, against the C tool, and checks that each Go end prints
+// one JSON summary, and nothing else, with the run's values.
+func TestPingpongJSON(t *testing.T) {
+	testenv.Devices(t, 2)
+	const iters = 50
+	goJ := ppSide{goSide: true, flags: []string{"-json"}}
+	for _, tt := range []struct {
+		kind           string
+		server, client ppSide
+		size           int
+	}{
+		{"rc", goJ, goJ, 4096},
+		{"ud", goJ, ppSide{goSide: true, events: true, flags: []string{"--json"}}, 1024},
+		{"srq", goJ, goJ, 64},
+		{"rc", ppSide{}, goJ, 100},
+	} {
+		t.Run(tt.kind+"/"+tt.server.String()+"-server+"+tt.client.String()+"-client", func(t *testing.T) {
+			sr, cr := ppPair(t, tt.kind, tt.server, tt.client, []string{"-n", strconv.Itoa(iters), "-s", strconv.Itoa(tt.size), "-c"})
+			for _, x := range []struct {
+				role string
+				side ppSide
+				r    ppResult
+			}{{"server", tt.server, sr}, {"client", tt.client, cr}} {
+				if !x.side.goSide {
+					continue
+				}
+				var s ppSummaryJSON
+				if err := decodeOneJSON(x.r.stdout, &s); err != nil {
+					t.Fatalf("%s stdout is not one JSON summary: %v\n%s", x.role, err, x.r.stdout)
+				}
+				bytes := int64(tt.size) * iters * 2
+				want := ppSummaryJSON{Test: tt.kind, Role: x.role, Size: tt.size, Iters: iters, Bytes: bytes,
+					Seconds: s.Seconds, MbitPerSec: s.MbitPerSec, USecPerIter: s.USecPerIter}
+				if diff := cmp.Diff(want, s); diff != "" {
+					t.Errorf("%s summary (-want +got):\n%s", x.role, diff)
+				}
+				us := s.Seconds * 1e6
+				near := func(got, want float64) bool { return got > 0 && math.Abs(got-want) <= 1e-6*want+1e-3 }
+				if s.Seconds <= 0 || !near(s.USecPerIter, us/iters) || !near(s.MbitPerSec, float64(bytes)*8/us) {
+					t.Errorf("%s: seconds %v, usec_per_iter %v, mbit_per_sec %v: want seconds > 0, usec_per_iter %v, mbit_per_sec %v",
+						x.role, s.Seconds, s.USecPerIter, s.MbitPerSec, us/iters, float64(bytes)*8/us)
+				}
+			}
+		})
+	}
 }

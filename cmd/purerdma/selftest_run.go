@@ -195,9 +195,9 @@ func (r *selftestRun) rcPair() (*stEnd, *stEnd, error) {
 // ahAttr is the address of the device's own port.
 func (e *selftestEnv) ahAttr() uverbs.AHAttr {
 	if e.gidIndex < 0 {
-		return uverbs.AHAttr{DLID: e.portAttr.LID, PortNum: uint8(e.port)}
+		return uverbs.AHAttr{DLID: e.portAttr.LID, PortNum: e.port}
 	}
-	return uverbs.AHAttr{IsGlobal: true, PortNum: uint8(e.port),
+	return uverbs.AHAttr{IsGlobal: true, PortNum: e.port,
 		GRH: uverbs.GlobalRoute{DGID: e.gid, SGIDIndex: uint8(e.gidIndex), HopLimit: 64}}
 }
 
@@ -206,7 +206,7 @@ func (e *selftestEnv) ahAttr() uverbs.AHAttr {
 func (r *selftestRun) connect(qp *uverbs.QP, remote uint32) error {
 	e := r.env
 	typ := qp.Type()
-	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: uint8(e.port), QKey: selftestQKey, AccessFlags: stAccess}
+	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: e.port, QKey: selftestQKey, AccessFlags: stAccess}
 	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
 	if typ == uverbs.QPTypeUD {
 		mask |= uverbs.QPAttrQKey
