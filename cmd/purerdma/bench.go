@@ -56,8 +56,10 @@ const benchHelp = `Flags of bench TEST (perftest's defaults):
   -yield DUR       let the Go scheduler run this often while busy polling
   -cpuprofile FILE, -allocprofile FILE   write profiles
 
-Flags of bench connect: bench connect -h lists them; -json prints one JSON object
-(total_ms, max_ms, min_us, us_per_conn and the steps' times).
+Flags of bench connect: -b ADDR (the server's listen address; the client's source),
+-s SERVER (the client), -p PORT (7471), -c N connections (100), -percq (a CQ pair per
+connection), -accepters N (server), -json: one JSON object {"connections", "steps":
+[{"step", "total_ms", "max_ms", "min_us", "us_per_conn"}]}.
 
 On a terminal, the run shows its progress on stderr.
 

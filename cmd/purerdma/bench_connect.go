@@ -111,13 +111,13 @@ type stepTimes struct {
 
 // ConnectResult is what bench connect measured, per step.
 type ConnectResult struct {
-	Connections int
-	Steps       []ConnectStep
+	Connections int           `json:"connections"`
+	Steps       []ConnectStep `json:"steps"`
 }
 
 // ConnectStep is one row of the table.
 type ConnectStep struct {
-	Step      string
+	Step      string  `json:"step"`
 	TotalMS   float64 `json:"total_ms"`
 	MaxMS     float64 `json:"max_ms"`
 	MinUS     float64 `json:"min_us"`

@@ -181,3 +181,16 @@ func TestProfiles(t *testing.T) {
 }
 
 var sink []byte
+
+// TestConnectResultJSON: bench connect -json uses the snake_case keys
+// the package doc promises, like every other -json.
+func TestConnectResultJSON(t *testing.T) {
+	b, err := json.Marshal(ConnectResult{Connections: 2, Steps: []ConnectStep{{Step: "connect", TotalMS: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"connections":2,"steps":[{"step":"connect","total_ms":1,"max_ms":0,"min_us":0,"us_per_conn":0}]}`
+	if string(b) != want {
+		t.Errorf("JSON %s, want %s", b, want)
+	}
+}
