@@ -529,6 +529,7 @@ static void server06(bool shared)
 	struct rpma_ep *ep = listen_ep(peer);
 	printf("Today I have got in touch with:\n");
 	struct rpma_conn *conns[CLIENT_MAX] = {0};
+	bool disconnected[CLIENT_MAX] = {false};
 	int ep_fd;
 	CHECK(rpma_ep_get_fd(ep, &ep_fd));
 	for (;;) {
@@ -551,10 +552,12 @@ static void server06(bool shared)
 			int id = 0;
 			while (id < CLIENT_MAX && conns[id])
 				id++;
-			if (id == CLIENT_MAX)
+			if (id == CLIENT_MAX) {
 				CHECK(rpma_conn_req_delete(&req));
-			else
+			} else {
 				CHECK(rpma_conn_req_connect(&req, NULL, &conns[id]));
+				disconnected[id] = false;
+			}
 		}
 		for (int k = 1; k < n; k++) {
 			if (!fds[k].revents)
@@ -564,7 +567,8 @@ static void server06(bool shared)
 			CHECK(rpma_conn_next_event(conns[id], &ev));
 			if (ev != RPMA_CONN_ESTABLISHED) {
 				/* closed: the client's disconnect or our own */
-				CHECK(rpma_conn_disconnect(conns[id]));
+				if (!disconnected[id])
+					CHECK(rpma_conn_disconnect(conns[id]));
 				CHECK(rpma_conn_delete(&conns[id]));
 				continue;
 			}
@@ -580,6 +584,7 @@ static void server06(bool shared)
 			printf("- %.*s\n", MAX_NAME_SIZE, dst + id * MAX_NAME_SIZE);
 			CHECK(rpma_mr_remote_delete(&src));
 			CHECK(rpma_conn_disconnect(conns[id]));
+			disconnected[id] = true;
 		}
 	}
 	fprintf(stderr, "Server timed out.\n");
