@@ -16,8 +16,9 @@ import (
 // a C server and the Go client, and with the Go server and a C client,
 // checked as the Go pair is. The C sides are testdata/cexample.c,
 // written against C librpma (Debian's librpma-dev, 1.2) and compiled
-// when the first test needs them. They keep their data in DRAM, so the
-// runs on the VM's persistent memory stay Go-Go.
+// when the first test needs them. On the VM's persistent memory they
+// keep their data as the Go examples do, and the PMem runs chain: each
+// finds what the run before it persisted, whichever pair ran it.
 
 // pair says which implementation runs each side of an example; the
 // zero pair is Go-Go.

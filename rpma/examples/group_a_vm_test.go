@@ -113,11 +113,11 @@ func runHello(t *testing.T, name string, p pair, serverArgs, clientArgs []string
 	return r
 }
 
-// testHello runs a hello example on DRAM (each pair), then twice on
-// PMem (Go-Go): the
-// second run's client sends what the first one's translated, and the
-// second run's server had what the first one's got, both kept in PMem
-// by processes that have exited.
+// testHello runs a hello example on DRAM, then twice on PMem, with
+// each pair: each PMem run's client sends what the run before's
+// translated, and its server had what the run before's got, both kept
+// in PMem by processes that have exited, of the same language or not
+// (the pairs run in turn on the same PMem).
 func testHello(t *testing.T, name string, clientOffset string) {
 	t.Run("DRAM", func(t *testing.T) {
 		forPairs(t, func(t *testing.T, p pair) {
@@ -130,15 +130,31 @@ func testHello(t *testing.T, name string, clientOffset string) {
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
 		sargs, cargs := []string{pmem}, []string{pmem, clientOffset}
-		first := runHello(t, name, goGo, sargs, cargs, nil, nil)
-		second := runHello(t, name, goGo, sargs, cargs, nil, nil)
-		if second.sent != first.translation {
-			t.Errorf("the second client sent %q, the first translated to %q", second.sent, first.translation)
-		}
-		if !second.hasOld || second.old != first.got {
-			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
-		}
+		var prev *helloRun
+		forPairs(t, func(t *testing.T, p pair) {
+			for range 2 {
+				r := runHello(t, name, p, sargs, cargs, nil, nil)
+				checkHelloChain(t, prev, r)
+				prev = &r
+			}
+		})
 	})
+}
+
+// checkHelloChain checks that a PMem run found what the run before it
+// (if any) persisted: its client sends the translation, its server had
+// the value the one before got.
+func checkHelloChain(t *testing.T, prev *helloRun, r helloRun) {
+	t.Helper()
+	if prev == nil {
+		return
+	}
+	if r.sent != prev.translation {
+		t.Errorf("the client sent %q, the run before translated to %q", r.sent, prev.translation)
+	}
+	if !r.hasOld || r.old != prev.got {
+		t.Errorf("the server had %q (%v), the run before got %q", r.old, r.hasOld, prev.got)
+	}
 }
 
 // TestExample03ReadToPersistent: the server reads the client's greeting
@@ -175,14 +191,14 @@ func TestExample05FlushToPersistent(t *testing.T) {
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
 		cargs := []string{pmem, "24576"}
-		first := runHello(t, name, goGo, []string{pmem, "on"}, cargs, nil, []string{flushPersistent})
-		second := runHello(t, name, goGo, []string{pmem}, cargs, nil, []string{flushVisibility})
-		if second.sent != first.translation {
-			t.Errorf("the second client sent %q, the first translated to %q", second.sent, first.translation)
-		}
-		if !second.hasOld || second.old != first.got {
-			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
-		}
+		var prev *helloRun
+		forPairs(t, func(t *testing.T, p pair) {
+			first := runHello(t, name, p, []string{pmem, "on"}, cargs, nil, []string{flushPersistent})
+			checkHelloChain(t, prev, first)
+			second := runHello(t, name, p, []string{pmem}, cargs, nil, []string{flushVisibility})
+			checkHelloChain(t, &first, second)
+			prev = &second
+		})
 	})
 }
 
@@ -225,13 +241,25 @@ func TestExample07AtomicWrite(t *testing.T) {
 	})
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
-		used1, log1 := atomicWriteRun(t, goGo, []string{pmem}, "1st_word", "2nd_word", "3rd_word")
-		used2, log2 := atomicWriteRun(t, goGo, []string{pmem}, "4th_word")
-		if want := used1 + uint64(len("1st_word 2nd_word 3rd_word ")); used2 != want {
-			t.Errorf("the second client found the end at %d, want %d", used2, want)
-		}
-		if want := log1 + "4th_word\n"; log2 != want {
-			t.Errorf("the second server printed %q, want %q", log2, want)
+		// Each run appends to the log the runs before it left, whichever
+		// pair ran them.
+		var prevUsed uint64
+		var prevLog, prevEntries string
+		for i, p := range pairs {
+			t.Run(p.String(), func(t *testing.T) {
+				for _, words := range [][]string{{"1st_word", "2nd_word", "3rd_word"}, {"4th_word"}} {
+					used, log := atomicWriteRun(t, p, []string{pmem}, words...)
+					if i > 0 || len(words) == 1 {
+						if want := prevUsed + uint64(len(prevEntries)); used != want {
+							t.Errorf("the client found the end at %d, want %d", used, want)
+						}
+						if want := prevLog + strings.Join(words, "\n") + "\n"; log != want {
+							t.Errorf("the server printed %q, want %q", log, want)
+						}
+					}
+					prevUsed, prevLog, prevEntries = used, log, strings.Join(words, " ")+" "
+				}
+			})
 		}
 	})
 }

@@ -76,12 +76,12 @@ func TestExample09FlushToPersistentGPSPM(t *testing.T) {
 	run09(t, "09-flush-to-persistent-GPSPM")
 }
 
-// run09 runs a GPSPM example with DRAM on both sides (each pair), then
-// (Go-Go) twice with
-// the VM's persistent memory on both sides (the client's data 4 KiB
-// into the device, clear of the server's), where the second run finds
-// what the first persisted: the server's old value is what the client
-// wrote, the client's next value its translation.
+// run09 runs a GPSPM example, with each pair, with DRAM on both sides,
+// then twice with the VM's persistent memory on both sides (the
+// client's data 4 KiB into the device, clear of the server's), where
+// each run finds what the run before it persisted, whichever pair ran
+// it: the server's old value is what the client wrote, the client's
+// next value its translation.
 func run09(t *testing.T, name string) {
 	t.Run("DRAM", func(t *testing.T) {
 		forPairs(t, func(t *testing.T, p pair) {
@@ -100,31 +100,43 @@ func run09(t *testing.T, name string) {
 	})
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
-		var written, next string // by run 1
-		for run := range 2 {
-			s, c := runExample(t, example{name: name,
-				serverArgs: []string{pmem},
-				clientArgs: []string{pmem, "4096"},
-				serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
-				clientOut:  []string{"translating...\n"}})
-			got := valueOf(t, c[0], "Next value: ")
-			if run == 1 && got != next {
-				t.Errorf("run 2: the client's next value is %q, want the translation persisted by run 1, %q", got, next)
+		var written, next string // by the run before
+		run := 0
+		forPairs(t, func(t *testing.T, p pair) {
+			for range 2 {
+				run09PMem(t, name, p, pmem, run, &written, &next)
+				run++
 			}
-			if v := valueOf(t, s, "New value: "); v != got {
-				t.Errorf("run %d: the server's new value is %q, the client wrote %q", run+1, v, got)
-			}
-			if run == 1 {
-				if v := valueOf(t, s, "Old value: "); v != written {
-					t.Errorf("run 2: the server's old value is %q, want run 1's %q", v, written)
-				}
-			}
-			written, next = got, valueOf(t, c[0], "Translation: ")
-			if want, ok := translation[got]; !ok || next != want {
-				t.Errorf("run %d: %q translated to %q", run+1, got, next)
-			}
-		}
+		})
 	})
+}
+
+// run09PMem is run number run (from 0) of a GPSPM example on PMem; the
+// runs before it, whichever pair ran them, wrote written and
+// translated it to next.
+func run09PMem(t *testing.T, name string, p pair, pmem string, run int, written, next *string) {
+	t.Helper()
+	s, c := runExample(t, example{name: name, pair: p,
+		serverArgs: []string{pmem},
+		clientArgs: []string{pmem, "4096"},
+		serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
+		clientOut:  []string{"translating...\n"}})
+	got := valueOf(t, c[0], "Next value: ")
+	if run > 0 && got != *next {
+		t.Errorf("run %d: the client's next value is %q, want the translation persisted by the run before, %q", run+1, got, *next)
+	}
+	if v := valueOf(t, s, "New value: "); v != got {
+		t.Errorf("run %d: the server's new value is %q, the client wrote %q", run+1, v, got)
+	}
+	if run > 0 {
+		if v := valueOf(t, s, "Old value: "); v != *written {
+			t.Errorf("run %d: the server's old value is %q, want the run before's %q", run+1, v, *written)
+		}
+	}
+	*written, *next = got, valueOf(t, c[0], "Translation: ")
+	if want, ok := translation[got]; !ok || *next != want {
+		t.Errorf("run %d: %q translated to %q", run+1, got, *next)
+	}
 }
 
 // TestExample09scchFlushToPersistentGPSPM: 09 with a shared completion

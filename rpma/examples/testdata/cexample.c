@@ -13,7 +13,12 @@
  * struct common_data and hello_t bytes, GPSPM messages, operations in
  * the same order) and prints the lines the Go port prints, so the tests
  * check a C side as they check a Go one. The arguments after <port> are
- * the Go port's, except that memory is always DRAM (no <pmem-path>).
+ * the Go port's. PMem is kept as the Go examples keep it (at
+ * <pmem-offset>, the signature "RPMA_EXAMPLE_SIG" with its zero, then
+ * the data; 07's log at the start with its own "LOG" signature), so a
+ * C side finds what a Go side persisted and the other way round. A
+ * device is mapped from its start (2 MiB units), a regular file whole;
+ * nothing is advised (FsDAX's rpma_mr_advise is left out).
  * A server prints "Waiting for incoming connection on <addr>:<port>" to
  * stderr once it listens, as the Go examples' rpma log does.
  *
@@ -22,6 +27,8 @@
  * alarm ends a side after two minutes whatever it waits for.
  */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -29,6 +36,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <librpma.h>
@@ -276,6 +285,34 @@ static void expect_conn_wc(struct rpma_conn *conn, enum ibv_wc_opcode want, stru
 	check_wc(wc, want);
 }
 
+/*
+ * expect_conn_send_recv waits on the connection's shared channel for a
+ * send's and a receive's completions, in either order (the Go port's
+ * common.WaitForSendAndRecv: rxe may complete the other side's answer
+ * before the acknowledgement of our send); *recv is the receive's.
+ */
+static void expect_conn_send_recv(struct rpma_conn *conn, struct ibv_wc *recv)
+{
+	bool sent = false, received = false;
+	while (!sent || !received) {
+		struct rpma_cq *cq = NULL;
+		struct ibv_wc wc;
+		int n = 0;
+		CHECK(rpma_conn_wait(conn, 0, &cq, NULL));
+		CHECK(rpma_cq_get_wc(cq, 1, &wc, &n));
+		check_wc(&wc, wc.opcode); /* its status */
+		if (wc.opcode == IBV_WC_SEND && !sent) {
+			sent = true;
+		} else if (wc.opcode == IBV_WC_RECV && !received) {
+			received = true;
+			*recv = wc;
+		} else {
+			fprintf(stderr, "unexpected wc.opcode value (%d)\n", wc.opcode);
+			own("unexpected completion");
+		}
+	}
+}
+
 static struct rpma_cq *conn_cq(struct rpma_conn *conn)
 {
 	struct rpma_cq *cq = NULL;
@@ -304,13 +341,113 @@ static void translate(struct hello_t *h)
 	strncpy(h->str, hello_str[h->lang], HELLO_STR_SIZE - 1);
 }
 
-static struct hello_t *hello_new(void)
+/*
+ * PMem, as the Go examples keep it (common.MapPMemAt): at <offset> into
+ * the file or device, the signature, then the data. A device (device
+ * DAX) is mapped from its start in 2 MiB units, a regular file whole.
+ */
+#define SIGNATURE_STR "RPMA_EXAMPLE_SIG"
+#define SIGNATURE_LEN (sizeof(SIGNATURE_STR)) /* with its zero */
+#define DEVDAX_ALIGN (2UL << 20)
+
+struct mem {
+	char *buf;   /* what is registered: the mapping, or DRAM */
+	size_t len;
+	size_t data; /* where the data starts in buf */
+	bool pmem;
+};
+
+/* persist makes [p, p+n) durable: cache lines written back (x86). */
+static void persist(const struct mem *m, const void *p, size_t n)
 {
-	struct hello_t *h = alloc(sizeof(*h));
-	fprintf(stderr, NO_PMEM_MSG);
-	h->lang = EN;
-	strncpy(h->str, hello_str[EN], HELLO_STR_SIZE - 1);
-	return h;
+	if (!m->pmem)
+		return;
+#if defined(__x86_64__)
+	for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < (uintptr_t)p + n; a += 64)
+		__asm__ volatile("clflush (%0)" ::"r"(a) : "memory");
+	__asm__ volatile("sfence" ::: "memory");
+#else
+	__sync_synchronize();
+#endif
+}
+
+/* map_pmem maps path with room for offset + the signature + size bytes. */
+static struct mem map_pmem(const char *path, size_t offset, size_t size)
+{
+	struct mem m = {.pmem = true};
+	size_t total = offset + SIGNATURE_LEN + size;
+	int fd = open(path, O_RDWR);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		fprintf(stderr, "%s: %s\n", path, strerror(errno));
+		own("cannot open the PMem");
+	}
+	if (S_ISREG(st.st_mode)) {
+		if ((size_t)st.st_size < total)
+			own("the PMem file is too small");
+		m.len = st.st_size;
+	} else {
+		m.len = (total + DEVDAX_ALIGN - 1) & ~(DEVDAX_ALIGN - 1);
+	}
+	m.buf = mmap(NULL, m.len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m.buf == MAP_FAILED) {
+		fprintf(stderr, "mmap(%s): %s\n", path, strerror(errno));
+		own("cannot map the PMem");
+	}
+	m.data = offset + SIGNATURE_LEN;
+	return m;
+}
+
+/*
+ * mem_new is the example's memory of size bytes: PMem at path (NULL:
+ * DRAM) and offset; data without the signature is initialized (hello:
+ * a hello_t in English, else an empty string) before the signature is
+ * written.
+ */
+static struct mem mem_new(const char *path, size_t offset, size_t size, bool hello)
+{
+	struct mem m = {0};
+	if (path) {
+		m = map_pmem(path, offset, size);
+	} else {
+		fprintf(stderr, NO_PMEM_MSG);
+		m.buf = alloc(size);
+		m.len = size;
+	}
+	char *sig = m.buf + m.data - (m.pmem ? SIGNATURE_LEN : 0);
+	if (!m.pmem || memcmp(sig, SIGNATURE_STR, SIGNATURE_LEN) != 0) {
+		if (hello) {
+			struct hello_t *h = (struct hello_t *)(m.buf + m.data);
+			h->lang = EN;
+			memset(h->str, 0, HELLO_STR_SIZE);
+			strncpy(h->str, hello_str[EN], HELLO_STR_SIZE - 1);
+			persist(&m, h, sizeof(*h));
+		} else {
+			m.buf[m.data] = 0;
+			persist(&m, m.buf + m.data, 1);
+		}
+		if (m.pmem) {
+			memcpy(sig, SIGNATURE_STR, SIGNATURE_LEN);
+			persist(&m, sig, SIGNATURE_LEN);
+		}
+	}
+	return m;
+}
+
+/* client_mem is a hello client's memory: [<pmem-path> [<pmem-offset>]] in args. */
+static struct mem client_mem(int argc, char **argv)
+{
+	size_t offset = argc > 1 ? strtoul_noerror(argv[1]) : 0;
+	return mem_new(argc > 0 ? argv[0] : NULL, offset, sizeof(struct hello_t), true);
+}
+
+static void mem_delete(struct mem *m)
+{
+	if (m->pmem)
+		munmap(m->buf, m->len);
+	else
+		free(m->buf);
 }
 
 /* ---- 01-connection ---- */
@@ -392,57 +529,70 @@ static void client02(int argc, char **argv)
 static void server03(int argc, char **argv)
 {
 	fail_status = -1;
-	char *mem = alloc(HELLO_STR_SIZE);
-	fprintf(stderr, NO_PMEM_MSG);
+	struct mem m = mem_new(argc > 0 ? argv[0] : NULL, 0, HELLO_STR_SIZE, false);
+	char *mem = m.buf + m.data;
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_LOCAL);
 	struct rpma_ep *ep = listen_ep(peer);
-	struct rpma_mr_local *dst = reg(peer, mem, HELLO_STR_SIZE, RPMA_MR_USAGE_READ_DST);
+	struct rpma_mr_local *dst = reg(peer, m.buf, m.len, RPMA_MR_USAGE_READ_DST);
 	struct rpma_conn *conn = server_accept(ep, NULL, NULL, 0);
 	struct common_data d = conn_data(conn);
 	struct rpma_mr_remote *src = remote_mr(&d);
 	if (mem[0])
 		printf("Old value: %s\n", mem);
-	CHECK(rpma_read(conn, dst, 0, src, d.data_offset, HELLO_STR_SIZE, RPMA_F_COMPLETION_ALWAYS, NULL));
+	CHECK(rpma_read(conn, dst, m.data, src, d.data_offset, HELLO_STR_SIZE, RPMA_F_COMPLETION_ALWAYS, NULL));
 	struct ibv_wc wc;
 	expect_wc(conn_cq(conn), IBV_WC_RDMA_READ, &wc);
+	persist(&m, mem, HELLO_STR_SIZE);
 	printf("New value: %s\n", mem);
 	disconnect_and_wait_close(conn);
 	CHECK(rpma_mr_remote_delete(&src));
 	CHECK(rpma_mr_dereg(&dst));
 	CHECK(rpma_ep_shutdown(&ep));
 	CHECK(rpma_peer_delete(&peer));
+	mem_delete(&m);
 }
 
 static void client03(int argc, char **argv)
 {
-	struct hello_t *h = hello_new();
+	struct mem m = client_mem(argc, argv);
+	struct hello_t *h = (struct hello_t *)(m.buf + m.data);
 	printf("Next value: %s\n", h->str);
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_REMOTE);
-	struct rpma_mr_local *mr = reg(peer, h, sizeof(*h), RPMA_MR_USAGE_READ_SRC);
-	struct common_data d = common_data_new(offsetof(struct hello_t, str), mr, NULL);
+	struct rpma_mr_local *mr = reg(peer, m.buf, m.len, RPMA_MR_USAGE_READ_SRC);
+	struct common_data d = common_data_new(m.data + offsetof(struct hello_t, str), mr, NULL);
 	struct rpma_conn *conn = client_connect(peer, NULL, &d, sizeof(d));
 	wait_close_and_disconnect(conn);
 	translate(h);
+	persist(&m, h, sizeof(*h));
 	printf("Translation: %s\n", h->str);
 	CHECK(rpma_mr_dereg(&mr));
 	CHECK(rpma_peer_delete(&peer));
+	mem_delete(&m);
 }
 
 /* ---- 04-write-to-persistent and 05-flush-to-persistent: the client writes ---- */
 
-static void server0405(bool flush)
+static void server0405(bool flush, int argc, char **argv)
 {
-	char *mem = alloc(HELLO_STR_SIZE);
-	fprintf(stderr, NO_PMEM_MSG);
+	struct mem m = mem_new(argc > 0 ? argv[0] : NULL, 0, HELLO_STR_SIZE, false);
+	char *mem = m.buf + m.data;
+	if (mem[0])
+		printf("Old value: %s\n", mem);
 	struct rpma_peer_cfg *pcfg = NULL;
-	if (flush)
-		CHECK(rpma_peer_cfg_new(&pcfg)); /* DRAM: no direct write to PMem */
+	if (flush) {
+		CHECK(rpma_peer_cfg_new(&pcfg));
+		/* 05 <pmem-path> on: the server's PMem takes writes directly */
+		if (argc > 1)
+			CHECK(rpma_peer_cfg_set_direct_write_to_pmem(pcfg, strcmp(argv[1], "on") == 0));
+	}
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_LOCAL);
 	struct rpma_ep *ep = listen_ep(peer);
 	int usage = flush ? RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY
 			  : RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_READ_SRC;
-	struct rpma_mr_local *mr = reg(peer, mem, HELLO_STR_SIZE, usage);
-	struct common_data d = common_data_new(0, mr, pcfg);
+	if (flush && m.pmem)
+		usage |= RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+	struct rpma_mr_local *mr = reg(peer, m.buf, m.len, usage);
+	struct common_data d = common_data_new(m.data, mr, pcfg);
 	struct rpma_conn *conn = server_accept(ep, NULL, &d, sizeof(d));
 	wait_close_and_disconnect(conn);
 	printf("New value: %s\n", mem);
@@ -451,18 +601,20 @@ static void server0405(bool flush)
 	CHECK(rpma_peer_delete(&peer));
 	if (pcfg)
 		CHECK(rpma_peer_cfg_delete(&pcfg));
+	mem_delete(&m);
 }
 
-static void server04(int argc, char **argv) { server0405(false); }
-static void server05(int argc, char **argv) { server0405(true); }
+static void server04(int argc, char **argv) { server0405(false, argc, argv); }
+static void server05(int argc, char **argv) { server0405(true, argc, argv); }
 
-static void client0405(bool flush)
+static void client0405(bool flush, int argc, char **argv)
 {
-	struct hello_t *h = hello_new();
+	struct mem m = client_mem(argc, argv);
+	struct hello_t *h = (struct hello_t *)(m.buf + m.data);
 	printf("Next value: %s\n", h->str);
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	struct rpma_conn *conn = client_connect(peer, NULL, NULL, 0);
-	struct rpma_mr_local *src = reg(peer, h, sizeof(*h), RPMA_MR_USAGE_WRITE_SRC);
+	struct rpma_mr_local *src = reg(peer, m.buf, m.len, RPMA_MR_USAGE_WRITE_SRC);
 	char *raw = alloc(KILOBYTE);
 	struct rpma_mr_local *raw_mr = flush ? NULL : reg(peer, raw, KILOBYTE, RPMA_MR_USAGE_READ_DST);
 	struct common_data d = conn_data(conn);
@@ -479,7 +631,7 @@ static void client0405(bool flush)
 	CHECK(rpma_mr_remote_get_size(dst, &size));
 	if (d.data_offset > size || size - d.data_offset < HELLO_STR_SIZE)
 		own("Remote memory region size too small for writing the data of the assumed size");
-	CHECK(rpma_write(conn, dst, d.data_offset, src, offsetof(struct hello_t, str), HELLO_STR_SIZE,
+	CHECK(rpma_write(conn, dst, d.data_offset, src, m.data + offsetof(struct hello_t, str), HELLO_STR_SIZE,
 		RPMA_F_COMPLETION_ON_ERROR, NULL));
 	struct ibv_wc wc;
 	if (flush) {
@@ -502,6 +654,7 @@ static void client0405(bool flush)
 		expect_wc(conn_cq(conn), IBV_WC_RDMA_READ, &wc);
 	}
 	translate(h);
+	persist(&m, h, sizeof(*h));
 	printf("Translation: %s\n", h->str);
 	disconnect_and_wait_close(conn);
 	CHECK(rpma_mr_remote_delete(&dst));
@@ -509,10 +662,11 @@ static void client0405(bool flush)
 		CHECK(rpma_mr_dereg(&raw_mr));
 	CHECK(rpma_mr_dereg(&src));
 	CHECK(rpma_peer_delete(&peer));
+	mem_delete(&m);
 }
 
-static void client04(int argc, char **argv) { client0405(false); }
-static void client05(int argc, char **argv) { client0405(true); }
+static void client04(int argc, char **argv) { client0405(false, argc, argv); }
+static void client05(int argc, char **argv) { client0405(true, argc, argv); }
 
 /* ---- 06-multiple-connections (scch: one completion channel per connection) ---- */
 
@@ -634,22 +788,41 @@ struct log {
 static void server07(int argc, char **argv)
 {
 	fail_status = -2;
-	struct log *log = alloc(sizeof(*log));
-	fprintf(stderr, NO_PMEM_MSG);
-	log->used = offsetof(struct log, data);
+	struct mem m = {0};
+	struct log *log;
+	int usage = RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY;
+	if (argc > 0) {
+		/* the log at the start of the PMem, with a signature of its own */
+		m = map_pmem(argv[0], 0, sizeof(*log) - SIGNATURE_LEN);
+		log = (struct log *)m.buf;
+		if (strncmp(log->signature, LOG_HDR_SIGNATURE, LOG_SIGNATURE_SIZE) != 0) {
+			log->used = offsetof(struct log, data);
+			persist(&m, &log->used, sizeof(log->used));
+			memset(log->signature, 0, LOG_SIGNATURE_SIZE);
+			strcpy(log->signature, LOG_HDR_SIGNATURE);
+			persist(&m, log->signature, LOG_SIGNATURE_SIZE);
+		}
+		usage = RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT;
+	} else {
+		fprintf(stderr, NO_PMEM_MSG);
+		log = alloc(sizeof(*log));
+		log->used = offsetof(struct log, data);
+		m.buf = (char *)log;
+		m.len = sizeof(*log);
+	}
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_LOCAL);
 	struct rpma_ep *ep = listen_ep(peer);
-	struct rpma_mr_local *mr = reg(peer, log, sizeof(*log),
-		RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_READ_SRC | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY);
+	struct rpma_mr_local *mr = reg(peer, m.buf, m.len, usage);
 	struct common_data d = common_data_new(offsetof(struct log, used), mr, NULL);
 	struct rpma_conn *conn = server_accept(ep, NULL, &d, sizeof(d));
 	wait_close_and_disconnect(conn);
-	uint64_t end = log->used < sizeof(*log) ? log->used : sizeof(*log);
-	for (char *c = log->data; c < (char *)log + end; c++)
+	uint64_t end = log->used < m.len ? log->used : m.len;
+	for (char *c = log->data; c < m.buf + end; c++)
 		putchar(*c ? *c : '\n');
 	CHECK(rpma_mr_dereg(&mr));
 	CHECK(rpma_ep_shutdown(&ep));
 	CHECK(rpma_peer_delete(&peer));
+	mem_delete(&m);
 }
 
 static void client07(int argc, char **argv)
@@ -787,7 +960,7 @@ static void server_pp(int kind)
 			wait_round(conn_cq(conn), p.recv, first);
 		else if (kind == 1)
 			expect_wc(conn_rcq(conn), IBV_WC_RECV, &wc);
-		else
+		else if (first)
 			expect_conn_wc(conn, IBV_WC_RECV, &wc);
 		first = false;
 		uint64_t v = *p.recv;
@@ -800,8 +973,8 @@ static void server_pp(int kind)
 		CHECK(rpma_send(conn, p.send_mr, 0, MSG_SIZE, RPMA_F_COMPLETION_ALWAYS, NULL));
 		if (kind == 1)
 			expect_wc(conn_cq(conn), IBV_WC_SEND, &wc);
-		else if (kind == 2)
-			expect_conn_wc(conn, IBV_WC_SEND, &wc);
+		else if (kind == 2) /* this send and the client's next message */
+			expect_conn_send_recv(conn, &wc);
 	}
 	disconnect_and_wait_close(conn);
 	CHECK(rpma_conn_cfg_delete(&cfg));
@@ -840,8 +1013,7 @@ static void client_pp(int kind, int argc, char **argv)
 			expect_wc(conn_cq(conn), IBV_WC_SEND, &wc);
 			expect_wc(conn_rcq(conn), IBV_WC_RECV, &wc);
 		} else {
-			expect_conn_wc(conn, IBV_WC_SEND, &wc);
-			expect_conn_wc(conn, IBV_WC_RECV, &wc);
+			expect_conn_send_recv(conn, &wc);
 		}
 		cntr = *p.recv;
 		printf("%sValue received: %" PRIu64 "\n", who, cntr);
@@ -1083,18 +1255,21 @@ static void pb_get(const uint8_t *b, size_t len, int n, uint64_t *v)
 			own("Cannot unpack the message (missing field)");
 }
 
-static void server09(bool shared)
+static void server09(bool shared, int argc, char **argv)
 {
-	char *mem = alloc(HELLO_STR_SIZE);
+	struct mem m = mem_new(argc > 0 ? argv[0] : NULL, 0, HELLO_STR_SIZE, false);
+	char *mem = m.buf + m.data;
 	char *msg = alloc(HELLO_STR_SIZE);
-	fprintf(stderr, NO_PMEM_MSG);
+	if (mem[0])
+		printf("Old value: %s\n", mem);
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_LOCAL);
 	struct rpma_ep *ep = listen_ep(peer);
-	struct rpma_mr_local *mr = reg(peer, mem, HELLO_STR_SIZE,
-		RPMA_MR_USAGE_WRITE_DST | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY);
+	struct rpma_mr_local *mr = reg(peer, m.buf, m.len,
+		RPMA_MR_USAGE_WRITE_DST |
+			(m.pmem ? RPMA_MR_USAGE_FLUSH_TYPE_PERSISTENT : RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY));
 	struct rpma_mr_local *msg_mr = reg(peer, msg, HELLO_STR_SIZE,
 		RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV | RPMA_MR_USAGE_FLUSH_TYPE_VISIBILITY);
-	struct common_data d = common_data_new(0, mr, NULL);
+	struct common_data d = common_data_new(m.data, mr, NULL);
 	struct rpma_conn_cfg *cfg = conn_cfg(1, shared);
 	struct rpma_conn_req *req = next_req(ep, cfg);
 	CHECK(rpma_conn_req_recv(req, msg_mr, RECV_OFFSET, MSG_SIZE_MAX, NULL));
@@ -1108,8 +1283,9 @@ static void server09(bool shared)
 	pb_get((uint8_t *)msg + RECV_OFFSET, wc.byte_len < MSG_SIZE_MAX ? wc.byte_len : MSG_SIZE_MAX, 3, r);
 	printf("Flush request received: {offset: 0x%" PRIX64 ", length: 0x%" PRIX64 ", op_context: 0x%" PRIX64 "}\n",
 		r[0], r[1], r[2]);
-	if (r[0] > HELLO_STR_SIZE || r[1] > HELLO_STR_SIZE - r[0])
+	if (r[0] > m.len || r[1] > m.len - r[0])
 		own("The flush request's range is outside the memory");
+	persist(&m, m.buf + r[0], r[1]);
 	size_t n = pb_put((uint8_t *)msg + SEND_OFFSET, 1, r[2]);
 	CHECK(rpma_send(conn, msg_mr, SEND_OFFSET, n, RPMA_F_COMPLETION_ALWAYS, NULL));
 	if (shared)
@@ -1123,17 +1299,19 @@ static void server09(bool shared)
 	CHECK(rpma_mr_dereg(&mr));
 	CHECK(rpma_ep_shutdown(&ep));
 	CHECK(rpma_peer_delete(&peer));
+	mem_delete(&m);
 }
 
-static void client09(bool shared)
+static void client09(bool shared, int argc, char **argv)
 {
-	struct hello_t *h = hello_new();
+	struct mem m = client_mem(argc, argv);
+	struct hello_t *h = (struct hello_t *)(m.buf + m.data);
 	printf("Next value: %s\n", h->str);
 	char *msg = alloc(HELLO_STR_SIZE);
 	struct rpma_peer *peer = peer_via(RPMA_UTIL_IBV_CONTEXT_REMOTE);
 	struct rpma_conn_cfg *cfg = conn_cfg(1, shared);
 	struct rpma_conn *conn = client_connect(peer, cfg, NULL, 0);
-	struct rpma_mr_local *src = reg(peer, h, sizeof(*h), RPMA_MR_USAGE_WRITE_SRC);
+	struct rpma_mr_local *src = reg(peer, m.buf, m.len, RPMA_MR_USAGE_WRITE_SRC);
 	struct rpma_mr_local *msg_mr = reg(peer, msg, HELLO_STR_SIZE, RPMA_MR_USAGE_SEND | RPMA_MR_USAGE_RECV);
 	struct common_data d = conn_data(conn);
 	struct rpma_mr_remote *dst = remote_mr(&d);
@@ -1141,7 +1319,7 @@ static void client09(bool shared)
 	CHECK(rpma_mr_remote_get_size(dst, &size));
 	if (size < d.data_offset || size - d.data_offset < HELLO_STR_SIZE)
 		own("Size of the remote memory region is too small for writing the data of the assumed size");
-	CHECK(rpma_write(conn, dst, d.data_offset, src, offsetof(struct hello_t, str), HELLO_STR_SIZE,
+	CHECK(rpma_write(conn, dst, d.data_offset, src, m.data + offsetof(struct hello_t, str), HELLO_STR_SIZE,
 		RPMA_F_COMPLETION_ON_ERROR, NULL));
 	CHECK(rpma_recv(conn, msg_mr, RECV_OFFSET, MSG_SIZE_MAX, NULL));
 	uint8_t *req = (uint8_t *)msg + SEND_OFFSET;
@@ -1151,8 +1329,7 @@ static void client09(bool shared)
 	CHECK(rpma_send(conn, msg_mr, SEND_OFFSET, n, RPMA_F_COMPLETION_ALWAYS, NULL));
 	struct ibv_wc wc;
 	if (shared) {
-		expect_conn_wc(conn, IBV_WC_SEND, &wc);
-		expect_conn_wc(conn, IBV_WC_RECV, &wc);
+		expect_conn_send_recv(conn, &wc);
 	} else {
 		expect_wc(conn_cq(conn), IBV_WC_SEND, &wc);
 		expect_wc(conn_rcq(conn), IBV_WC_RECV, &wc);
@@ -1162,6 +1339,7 @@ static void client09(bool shared)
 	if (op_context != (uintptr_t)FLUSH_ID)
 		own("unexpected flush_resp->op_context value");
 	translate(h);
+	persist(&m, h, sizeof(*h));
 	printf("Translation: %s\n", h->str);
 	disconnect_and_wait_close(conn);
 	CHECK(rpma_mr_remote_delete(&dst));
@@ -1169,12 +1347,13 @@ static void client09(bool shared)
 	CHECK(rpma_mr_dereg(&src));
 	CHECK(rpma_conn_cfg_delete(&cfg));
 	CHECK(rpma_peer_delete(&peer));
+	mem_delete(&m);
 }
 
-static void server09a(int argc, char **argv) { server09(false); }
-static void server09b(int argc, char **argv) { server09(true); }
-static void client09a(int argc, char **argv) { client09(false); }
-static void client09b(int argc, char **argv) { client09(true); }
+static void server09a(int argc, char **argv) { server09(false, argc, argv); }
+static void server09b(int argc, char **argv) { server09(true, argc, argv); }
+static void client09a(int argc, char **argv) { client09(false, argc, argv); }
+static void client09b(int argc, char **argv) { client09(true, argc, argv); }
 
 /* ---- 10-send-with-imm: the immediate data the client will send, in its private data ---- */
 
