@@ -233,6 +233,8 @@ static struct common_data conn_data(struct rpma_conn *conn)
 		own("private data");
 	}
 	memcpy(&d, pd.ptr, sizeof(d));
+	if (d.mr_desc_size + d.pcfg_desc_size > DESCRIPTORS_MAX_SIZE)
+		own("the descriptors' sizes exceed struct common_data's room");
 	return d;
 }
 
@@ -327,11 +329,10 @@ static struct rpma_cq *conn_rcq(struct rpma_conn *conn)
 	return cq;
 }
 
+/* strtoul_noerror reads a decimal number (the tests give valid ones). */
 static uint64_t strtoul_noerror(const char *s)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	return v;
+	return strtoull(s, NULL, 10);
 }
 
 static void translate(struct hello_t *h)
