@@ -142,7 +142,8 @@ type example struct {
 	clientArgs []string
 	serverOut  []string
 	clientOut  []string
-	clients    int // how many clients to run one after another; 0 means 1
+	clients    int  // how many clients to run one after another; 0 means 1
+	pair       pair // which implementation runs each side: Go-Go if zero
 }
 
 func runExample(t *testing.T, ex example) (server *proc, clients []*proc) {
@@ -151,10 +152,10 @@ func runExample(t *testing.T, ex example) (server *proc, clients []*proc) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	port := fmt.Sprint(nextPort.Add(1))
-	server = start(t, ctx, "server", binary(t, ex.name, "server"), append([]string{serverAddr, port}, ex.serverArgs...)...)
+	server = ex.pair.start(t, ctx, "server", ex.name, "server", append([]string{serverAddr, port}, ex.serverArgs...)...)
 	server.waitFor(t, listening, 30*time.Second)
 	for i := range max(ex.clients, 1) {
-		c := start(t, ctx, fmt.Sprintf("client %d", i), binary(t, ex.name, "client"), append([]string{serverAddr, port}, ex.clientArgs...)...)
+		c := ex.pair.start(t, ctx, fmt.Sprintf("client %d", i), ex.name, "client", append([]string{serverAddr, port}, ex.clientArgs...)...)
 		c.wait(t, 0)
 		c.expect(t, ex.clientOut...)
 		clients = append(clients, c)
@@ -165,9 +166,11 @@ func runExample(t *testing.T, ex example) (server *proc, clients []*proc) {
 }
 
 func TestExample01Connection(t *testing.T) {
-	runExample(t, example{name: "01-connection",
-		serverOut: []string{"Received a message: Hello server!"},
-		clientOut: []string{"Received a message: Hello client!"}})
+	forPairs(t, func(t *testing.T, p pair) {
+		runExample(t, example{name: "01-connection", pair: p,
+			serverOut: []string{"Received a message: Hello server!"},
+			clientOut: []string{"Received a message: Hello client!"}})
+	})
 }
 
 // TestExampleUsage: without arguments every example prints its usage

@@ -18,8 +18,10 @@ import (
 // TestExample02ReadToVolatile: the client reads the server's greeting
 // from its DRAM.
 func TestExample02ReadToVolatile(t *testing.T) {
-	runExample(t, example{name: "02-read-to-volatile",
-		clientOut: []string{"Read a message: Hello client!\n"}})
+	forPairs(t, func(t *testing.T, p pair) {
+		runExample(t, example{name: "02-read-to-volatile", pair: p,
+			clientOut: []string{"Read a message: Hello client!\n"}})
+	})
 }
 
 // pmemPath is the VM's persistent memory, a device DAX. The examples
@@ -91,9 +93,9 @@ type helloRun struct {
 // runHello runs an example whose client sends its greeting, kept in
 // PMem or DRAM, and translates it afterwards, and whose server prints
 // the value it had and the one it got.
-func runHello(t *testing.T, name string, serverArgs, clientArgs []string, serverOut, clientOut []string) helloRun {
+func runHello(t *testing.T, name string, p pair, serverArgs, clientArgs []string, serverOut, clientOut []string) helloRun {
 	t.Helper()
-	s, cs := runExample(t, example{name: name, serverArgs: serverArgs, clientArgs: clientArgs,
+	s, cs := runExample(t, example{name: name, pair: p, serverArgs: serverArgs, clientArgs: clientArgs,
 		serverOut: serverOut, clientOut: append([]string{"translating...\n"}, clientOut...)})
 	c := cs[0]
 	t.Logf("server %v:\n%sclient %v:\n%s", serverArgs, s.out.String(), clientArgs, c.out.String())
@@ -111,29 +113,48 @@ func runHello(t *testing.T, name string, serverArgs, clientArgs []string, server
 	return r
 }
 
-// testHello runs a hello example on DRAM, then twice on PMem: the
-// second run's client sends what the first one's translated, and the
-// second run's server had what the first one's got, both kept in PMem
-// by processes that have exited.
+// testHello runs a hello example on DRAM, then twice on PMem, with
+// each pair: each PMem run's client sends what the run before's
+// translated, and its server had what the run before's got, both kept
+// in PMem by processes that have exited, of the same language or not
+// (the pairs run in turn on the same PMem).
 func testHello(t *testing.T, name string, clientOffset string) {
 	t.Run("DRAM", func(t *testing.T) {
-		r := runHello(t, name, nil, nil, nil, nil)
-		if r.sent != helloEN || r.hasOld {
-			t.Errorf("on DRAM: the client sent %q (want %q), the server had %q (%v; want none)", r.sent, helloEN, r.old, r.hasOld)
-		}
+		forPairs(t, func(t *testing.T, p pair) {
+			r := runHello(t, name, p, nil, nil, nil, nil)
+			if r.sent != helloEN || r.hasOld {
+				t.Errorf("on DRAM: the client sent %q (want %q), the server had %q (%v; want none)", r.sent, helloEN, r.old, r.hasOld)
+			}
+		})
 	})
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
 		sargs, cargs := []string{pmem}, []string{pmem, clientOffset}
-		first := runHello(t, name, sargs, cargs, nil, nil)
-		second := runHello(t, name, sargs, cargs, nil, nil)
-		if second.sent != first.translation {
-			t.Errorf("the second client sent %q, the first translated to %q", second.sent, first.translation)
-		}
-		if !second.hasOld || second.old != first.got {
-			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
-		}
+		var prev *helloRun
+		forPairs(t, func(t *testing.T, p pair) {
+			for range 2 {
+				r := runHello(t, name, p, sargs, cargs, nil, nil)
+				checkHelloChain(t, prev, r)
+				prev = &r
+			}
+		})
 	})
+}
+
+// checkHelloChain checks that a PMem run found what the run before it
+// (if any) persisted: its client sends the translation, its server had
+// the value the one before got.
+func checkHelloChain(t *testing.T, prev *helloRun, r helloRun) {
+	t.Helper()
+	if prev == nil {
+		return
+	}
+	if r.sent != prev.translation {
+		t.Errorf("the client sent %q, the run before translated to %q", r.sent, prev.translation)
+	}
+	if !r.hasOld || r.old != prev.got {
+		t.Errorf("the server had %q (%v), the run before got %q", r.old, r.hasOld, prev.got)
+	}
 }
 
 // TestExample03ReadToPersistent: the server reads the client's greeting
@@ -160,30 +181,32 @@ const (
 func TestExample05FlushToPersistent(t *testing.T) {
 	const name = "05-flush-to-persistent"
 	t.Run("DRAM", func(t *testing.T) {
-		r := runHello(t, name, nil, nil, nil, []string{flushVisibility})
-		if r.sent != helloEN || r.hasOld {
-			t.Errorf("on DRAM: the client sent %q (want %q), the server had %q (%v; want none)", r.sent, helloEN, r.old, r.hasOld)
-		}
+		forPairs(t, func(t *testing.T, p pair) {
+			r := runHello(t, name, p, nil, nil, nil, []string{flushVisibility})
+			if r.sent != helloEN || r.hasOld {
+				t.Errorf("on DRAM: the client sent %q (want %q), the server had %q (%v; want none)", r.sent, helloEN, r.old, r.hasOld)
+			}
+		})
 	})
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
 		cargs := []string{pmem, "24576"}
-		first := runHello(t, name, []string{pmem, "on"}, cargs, nil, []string{flushPersistent})
-		second := runHello(t, name, []string{pmem}, cargs, nil, []string{flushVisibility})
-		if second.sent != first.translation {
-			t.Errorf("the second client sent %q, the first translated to %q", second.sent, first.translation)
-		}
-		if !second.hasOld || second.old != first.got {
-			t.Errorf("the second server had %q (%v), the first got %q", second.old, second.hasOld, first.got)
-		}
+		var prev *helloRun
+		forPairs(t, func(t *testing.T, p pair) {
+			first := runHello(t, name, p, []string{pmem, "on"}, cargs, nil, []string{flushPersistent})
+			checkHelloChain(t, prev, first)
+			second := runHello(t, name, p, []string{pmem}, cargs, nil, []string{flushVisibility})
+			checkHelloChain(t, &first, second)
+			prev = &second
+		})
 	})
 }
 
 // atomicWriteRun runs 07-atomic-write, appending words, and returns
 // where the client found the log's end and what the server printed.
-func atomicWriteRun(t *testing.T, serverArgs []string, words ...string) (used uint64, log string) {
+func atomicWriteRun(t *testing.T, p pair, serverArgs []string, words ...string) (used uint64, log string) {
 	t.Helper()
-	s, cs := runExample(t, example{name: "07-atomic-write", serverArgs: serverArgs, clientArgs: words})
+	s, cs := runExample(t, example{name: "07-atomic-write", pair: p, serverArgs: serverArgs, clientArgs: words})
 	t.Logf("server %v:\n%sclient %v:\n%s", serverArgs, s.out.String(), words, cs[0].out.String())
 	v := mustValue(t, cs[0], "used value: ")
 	used, err := strconv.ParseUint(v, 10, 64)
@@ -209,20 +232,34 @@ func atomicWriteRun(t *testing.T, serverArgs []string, words ...string) (used ui
 // server.
 func TestExample07AtomicWrite(t *testing.T) {
 	t.Run("DRAM", func(t *testing.T) {
-		used, log := atomicWriteRun(t, nil, "1st_word", "2nd_word", "3rd_word")
-		if used != 16 || log != "1st_word\n2nd_word\n3rd_word\n" {
-			t.Errorf("on DRAM: the log ended at %d (want 16), the server printed %q", used, log)
-		}
+		forPairs(t, func(t *testing.T, p pair) {
+			used, log := atomicWriteRun(t, p, nil, "1st_word", "2nd_word", "3rd_word")
+			if used != 16 || log != "1st_word\n2nd_word\n3rd_word\n" {
+				t.Errorf("on DRAM: the log ended at %d (want 16), the server printed %q", used, log)
+			}
+		})
 	})
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
-		used1, log1 := atomicWriteRun(t, []string{pmem}, "1st_word", "2nd_word", "3rd_word")
-		used2, log2 := atomicWriteRun(t, []string{pmem}, "4th_word")
-		if want := used1 + uint64(len("1st_word 2nd_word 3rd_word ")); used2 != want {
-			t.Errorf("the second client found the end at %d, want %d", used2, want)
-		}
-		if want := log1 + "4th_word\n"; log2 != want {
-			t.Errorf("the second server printed %q, want %q", log2, want)
+		// Each run appends to the log the runs before it left, whichever
+		// pair ran them.
+		var prevUsed uint64
+		var prevLog, prevEntries string
+		for i, p := range pairs {
+			t.Run(p.String(), func(t *testing.T) {
+				for _, words := range [][]string{{"1st_word", "2nd_word", "3rd_word"}, {"4th_word"}} {
+					used, log := atomicWriteRun(t, p, []string{pmem}, words...)
+					if i > 0 || len(words) == 1 {
+						if want := prevUsed + uint64(len(prevEntries)); used != want {
+							t.Errorf("the client found the end at %d, want %d", used, want)
+						}
+						if want := prevLog + strings.Join(words, "\n") + "\n"; log != want {
+							t.Errorf("the server printed %q, want %q", log, want)
+						}
+					}
+					prevUsed, prevLog, prevEntries = used, log, strings.Join(words, " ")+" "
+				}
+			})
 		}
 	})
 }
@@ -235,15 +272,15 @@ var nameSeeds = []struct{ seed, name string }{{"8", "Chet"}, {"9", "Piotr"}, {"1
 // run-all-examples.sh one after another, then the same clients all at
 // once, and checks that it read every client's name and ended by
 // itself when nothing happened for 15 s.
-func testMultipleConnections(t *testing.T, name string) {
+func testMultipleConnections(t *testing.T, name string, p pair) {
 	testenv.Devices(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	port := fmt.Sprint(nextPort.Add(1))
-	server := start(t, ctx, "server", binary(t, name, "server"), serverAddr, port)
+	server := p.start(t, ctx, "server", name, "server", serverAddr, port)
 	server.waitFor(t, listening, 30*time.Second)
 	client := func(i int, seed string) *proc {
-		return start(t, ctx, fmt.Sprintf("client %d (seed %s)", i, seed), binary(t, name, "client"), serverAddr, port, seed)
+		return p.start(t, ctx, fmt.Sprintf("client %d (seed %s)", i, seed), name, "client", serverAddr, port, seed)
 	}
 	want := map[string]int{}
 	for i, s := range nameSeeds {
@@ -281,13 +318,13 @@ func testMultipleConnections(t *testing.T, name string) {
 // TestExample06MultipleConnections: one server, many clients, each
 // connection waited on by its own CQ's channel.
 func TestExample06MultipleConnections(t *testing.T) {
-	testMultipleConnections(t, "06-multiple-connections")
+	forPairs(t, func(t *testing.T, p pair) { testMultipleConnections(t, "06-multiple-connections", p) })
 }
 
 // TestExample06scchMultipleConnections: 06 with each connection's CQs on
 // one shared completion channel.
 func TestExample06scchMultipleConnections(t *testing.T) {
-	testMultipleConnections(t, "06scch-multiple-connections")
+	forPairs(t, func(t *testing.T, p pair) { testMultipleConnections(t, "06scch-multiple-connections", p) })
 }
 
 // TestExampleLog: the log example, which takes no arguments, lives in

@@ -33,11 +33,13 @@ var translation = map[string]string{"Hello world!": "¡Hola Mundo!", "¡Hola Mun
 
 func TestExample08MessagesPingPong(t *testing.T) {
 	// C's client loops while (--rounds): 3 rounds are 2 exchanges.
-	s, _ := runExample(t, example{name: "08-messages-ping-pong",
-		clientArgs: []string{"7", "3"},
-		serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 8\n", "Value sent: 9\n"},
-		clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 8\n", "Value received: 9\n"}})
-	noLine(t, s, "Value received: 9\n")
+	forPairs(t, func(t *testing.T, p pair) {
+		s, _ := runExample(t, example{name: "08-messages-ping-pong", pair: p,
+			clientArgs: []string{"7", "3"},
+			serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 8\n", "Value sent: 9\n"},
+			clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 8\n", "Value received: 9\n"}})
+		noLine(t, s, "Value received: 9\n")
+	})
 }
 
 // noLine fails the test if p printed line.
@@ -58,11 +60,13 @@ func TestExample08srqSimpleMessagesPingPongWithSRQ(t *testing.T) {
 			if mode != "" {
 				args = []string{mode}
 			}
-			runExample(t, example{name: "08srq-simple-messages-ping-pong-with-srq",
-				serverArgs: args,
-				clientArgs: []string{"7", "3"},
-				serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 9\n", "Value sent: 10\n"},
-				clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 9\n", "Value received: 10\n"}})
+			forPairs(t, func(t *testing.T, p pair) {
+				runExample(t, example{name: "08srq-simple-messages-ping-pong-with-srq", pair: p,
+					serverArgs: args,
+					clientArgs: []string{"7", "3"},
+					serverOut:  []string{"Value received: 7\n", "Value sent: 8\n", "Value received: 9\n", "Value sent: 10\n"},
+					clientOut:  []string{"Value sent: 7\n", "Value received: 8\n", "Value sent: 9\n", "Value received: 10\n"}})
+			})
 		})
 	}
 }
@@ -72,52 +76,67 @@ func TestExample09FlushToPersistentGPSPM(t *testing.T) {
 	run09(t, "09-flush-to-persistent-GPSPM")
 }
 
-// run09 runs a GPSPM example with DRAM on both sides, then twice with
-// the VM's persistent memory on both sides (the client's data 4 KiB
-// into the device, clear of the server's), where the second run finds
-// what the first persisted: the server's old value is what the client
-// wrote, the client's next value its translation.
+// run09 runs a GPSPM example, with each pair, with DRAM on both sides,
+// then twice with the VM's persistent memory on both sides (the
+// client's data 4 KiB into the device, clear of the server's), where
+// each run finds what the run before it persisted, whichever pair ran
+// it: the server's old value is what the client wrote, the client's
+// next value its translation.
 func run09(t *testing.T, name string) {
 	t.Run("DRAM", func(t *testing.T) {
-		s, c := runExample(t, example{name: name,
-			serverOut: []string{"Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}\n", "New value: Hello world!\n"},
-			clientOut: []string{"Next value: Hello world!\n", "translating...\n", "Translation: ¡Hola Mundo!\n"}})
-		for _, p := range []*proc{s, c[0]} {
-			if !strings.Contains(p.err.String(), "No <pmem-path> provided. Using DRAM instead.") {
-				t.Errorf("%s does not say it uses DRAM:\n%s", p.name, p.err.String())
+		forPairs(t, func(t *testing.T, p pair) {
+			s, c := runExample(t, example{name: name, pair: p,
+				serverOut: []string{"Flush request received: {offset: 0x0, length: 0x400, op_context: 0xF01D}\n", "New value: Hello world!\n"},
+				clientOut: []string{"Next value: Hello world!\n", "translating...\n", "Translation: ¡Hola Mundo!\n"}})
+			for _, p := range []*proc{s, c[0]} {
+				if !strings.Contains(p.err.String(), "No <pmem-path> provided. Using DRAM instead.") {
+					t.Errorf("%s does not say it uses DRAM:\n%s", p.name, p.err.String())
+				}
 			}
-		}
-		if strings.Contains(s.out.String(), "Old value") {
-			t.Errorf("the server's DRAM had an old value:\n%s", s.out.String())
-		}
+			if strings.Contains(s.out.String(), "Old value") {
+				t.Errorf("the server's DRAM had an old value:\n%s", s.out.String())
+			}
+		})
 	})
 	t.Run("PMem", func(t *testing.T) {
 		pmem := pmemPath(t)
-		var written, next string // by run 1
-		for run := range 2 {
-			s, c := runExample(t, example{name: name,
-				serverArgs: []string{pmem},
-				clientArgs: []string{pmem, "4096"},
-				serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
-				clientOut:  []string{"translating...\n"}})
-			got := valueOf(t, c[0], "Next value: ")
-			if run == 1 && got != next {
-				t.Errorf("run 2: the client's next value is %q, want the translation persisted by run 1, %q", got, next)
+		var written, next string // by the run before
+		run := 0
+		forPairs(t, func(t *testing.T, p pair) {
+			for range 2 {
+				run09PMem(t, name, p, pmem, run, &written, &next)
+				run++
 			}
-			if v := valueOf(t, s, "New value: "); v != got {
-				t.Errorf("run %d: the server's new value is %q, the client wrote %q", run+1, v, got)
-			}
-			if run == 1 {
-				if v := valueOf(t, s, "Old value: "); v != written {
-					t.Errorf("run 2: the server's old value is %q, want run 1's %q", v, written)
-				}
-			}
-			written, next = got, valueOf(t, c[0], "Translation: ")
-			if want, ok := translation[got]; !ok || next != want {
-				t.Errorf("run %d: %q translated to %q", run+1, got, next)
-			}
-		}
+		})
 	})
+}
+
+// run09PMem is run number run (from 0) of a GPSPM example on PMem; the
+// runs before it, whichever pair ran them, wrote written and
+// translated it to next.
+func run09PMem(t *testing.T, name string, p pair, pmem string, run int, written, next *string) {
+	t.Helper()
+	s, c := runExample(t, example{name: name, pair: p,
+		serverArgs: []string{pmem},
+		clientArgs: []string{pmem, "4096"},
+		serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
+		clientOut:  []string{"translating...\n"}})
+	got := valueOf(t, c[0], "Next value: ")
+	if run > 0 && got != *next {
+		t.Errorf("run %d: the client's next value is %q, want the translation persisted by the run before, %q", run+1, got, *next)
+	}
+	if v := valueOf(t, s, "New value: "); v != got {
+		t.Errorf("run %d: the server's new value is %q, the client wrote %q", run+1, v, got)
+	}
+	if run > 0 {
+		if v := valueOf(t, s, "Old value: "); v != *written {
+			t.Errorf("run %d: the server's old value is %q, want the run before's %q", run+1, v, *written)
+		}
+	}
+	*written, *next = got, valueOf(t, c[0], "Translation: ")
+	if want, ok := translation[got]; !ok || *next != want {
+		t.Errorf("run %d: %q translated to %q", run+1, got, *next)
+	}
 }
 
 // TestExample09scchFlushToPersistentGPSPM: 09 with a shared completion
@@ -131,35 +150,41 @@ func TestExample09scchFlushToPersistentGPSPM(t *testing.T) {
 // data.
 func TestExample10SendWithImm(t *testing.T) {
 	t.Run("word", func(t *testing.T) {
-		runExample(t, example{name: "10-send-with-imm",
-			clientArgs: []string{"1234", "1st_word"},
-			serverOut:  []string{"Received value '1st_word' with immediate data '1234'\n"},
-			clientOut:  []string{"Sending value '1st_word' with immediate data '1234'\n"}})
+		forPairs(t, func(t *testing.T, p pair) {
+			runExample(t, example{name: "10-send-with-imm", pair: p,
+				clientArgs: []string{"1234", "1st_word"},
+				serverOut:  []string{"Received value '1st_word' with immediate data '1234'\n"},
+				clientOut:  []string{"Sending value '1st_word' with immediate data '1234'\n"}})
+		})
 	})
 	t.Run("empty", func(t *testing.T) {
-		runExample(t, example{name: "10-send-with-imm",
-			clientArgs: []string{"4294967295"},
-			serverOut:  []string{"Received value '' with immediate data '4294967295'\n"},
-			clientOut:  []string{"Sending immediate data '4294967295'\n"}})
+		forPairs(t, func(t *testing.T, p pair) {
+			runExample(t, example{name: "10-send-with-imm", pair: p,
+				clientArgs: []string{"4294967295"},
+				serverOut:  []string{"Received value '' with immediate data '4294967295'\n"},
+				clientOut:  []string{"Sending immediate data '4294967295'\n"}})
+		})
 	})
 }
 
 // TestExample11WriteWithImm: as run-all-examples.sh runs it.
 func TestExample11WriteWithImm(t *testing.T) {
-	runExample(t, example{name: "11-write-with-imm",
-		clientArgs: []string{"1234"},
-		serverOut:  []string{"The value '1234' was written together with immediate data '1234'\n"},
-		clientOut:  []string{"Writing value '1234' with immediate data '1234'\n"}})
+	forPairs(t, func(t *testing.T, p pair) {
+		runExample(t, example{name: "11-write-with-imm", pair: p,
+			clientArgs: []string{"1234"},
+			serverOut:  []string{"The value '1234' was written together with immediate data '1234'\n"},
+			clientOut:  []string{"Writing value '1234' with immediate data '1234'\n"}})
+	})
 }
 
 // TestExample12ReceiveCompletionQueue: start value 7, 3 rounds (2
 // exchanges, as 08).
 func TestExample12ReceiveCompletionQueue(t *testing.T) {
-	run12(t, "12-receive-completion-queue")
+	forPairs(t, func(t *testing.T, p pair) { run12(t, "12-receive-completion-queue", p) })
 }
 
-func run12(t *testing.T, name string) {
-	s, _ := runExample(t, example{name: name,
+func run12(t *testing.T, name string, p pair) {
+	s, _ := runExample(t, example{name: name, pair: p,
 		clientArgs: []string{"7", "3"},
 		serverOut:  []string{"SERVER: Value received: 7\n", "SERVER: Value sent: 8\n", "SERVER: Value received: 8\n", "SERVER: Value sent: 9\n"},
 		clientOut:  []string{"CLIENT: Value sent: 7\n", "CLIENT: Value received: 8\n", "CLIENT: Value sent: 8\n", "CLIENT: Value received: 9\n"}})
@@ -169,26 +194,33 @@ func run12(t *testing.T, name string) {
 // TestExample12scchReceiveCompletionQueue: 12 with a shared completion
 // channel.
 func TestExample12scchReceiveCompletionQueue(t *testing.T) {
-	run12(t, "12scch-receive-completion-queue")
+	forPairs(t, func(t *testing.T, p pair) { run12(t, "12scch-receive-completion-queue", p) })
 }
 
 // TestExample13MessagesPingPongWithSRQ: three clients at once, as
-// run-all-examples.sh runs them (seeds 1, 5 and 10, 3 rounds each,
-// the server listening until 3 s pass without a request). Each client
-// gets its own counter back, and the server answers each client's
-// messages on that client's connection.
+// run-all-examples.sh runs them (seeds 1, 5 and 10, 3 rounds each),
+// the server listening until 10 s pass without a request (the script
+// gives 3: a C client, which loads libibverbs' providers, took longer
+// than that to connect on the loaded 6.12 VM, and a request that comes
+// after the server stopped listening is rejected). Each client gets
+// its own counter back, and the server answers each client's messages
+// on that client's connection.
 func TestExample13MessagesPingPongWithSRQ(t *testing.T) {
+	forPairs(t, test13)
+}
+
+func test13(t *testing.T, p pair) {
 	const name = "13-messages-ping-pong-with-srq"
 	testenv.Devices(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	port := fmt.Sprint(nextPort.Add(1))
-	server := start(t, ctx, "server", binary(t, name, "server"), serverAddr, port, "3")
+	server := p.start(t, ctx, "server", name, "server", serverAddr, port, "10")
 	server.waitFor(t, listening, 30*time.Second)
 	seeds := []int{1, 5, 10}
 	var clients []*proc
 	for i, seed := range seeds {
-		clients = append(clients, start(t, ctx, fmt.Sprintf("client %d", i), binary(t, name, "client"), serverAddr, port, fmt.Sprint(seed), "3"))
+		clients = append(clients, p.start(t, ctx, fmt.Sprintf("client %d", i), name, "client", serverAddr, port, fmt.Sprint(seed), "3"))
 	}
 	for i, c := range clients {
 		c.wait(t, 0)

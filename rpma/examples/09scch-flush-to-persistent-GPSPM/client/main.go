@@ -129,10 +129,7 @@ func write(ctx context.Context, conn *rpma.Conn, peer *rpma.Peer, mem *common.Me
 	}
 
 	var wc uverbs.WorkCompletion
-	if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCSend, &wc); err != nil {
-		return err
-	}
-	if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCRecv, &wc); err != nil {
+	if err := common.WaitForSendAndRecv(ctx, conn, &wc); err != nil {
 		return err
 	}
 	resp, err := gpspm.DecodeFlushResponse(msg[gpspm.RecvOffset : gpspm.RecvOffset+min(int(wc.ByteLen), gpspm.MsgSizeMax)])

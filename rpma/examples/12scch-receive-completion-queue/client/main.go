@@ -96,10 +96,7 @@ func pingPong(ctx context.Context, conn *rpma.Conn, recv, send []byte, recvMR, s
 		if err := conn.Send(sendMR, 0, common.MsgSize, rpma.CompletionAlways, 0); err != nil {
 			return err
 		}
-		if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCSend, &wc); err != nil {
-			return err
-		}
-		if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCRecv, &wc); err != nil {
+		if err := common.WaitForSendAndRecv(ctx, conn, &wc); err != nil {
 			return err
 		}
 		counter = common.Uint64(recv)

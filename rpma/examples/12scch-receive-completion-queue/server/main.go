@@ -93,10 +93,10 @@ func pingPong(ctx context.Context, conn *rpma.Conn, recv, send []byte, recvMR, s
 		return common.ErrUnexpected
 	}
 	var wc uverbs.WorkCompletion
+	if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCRecv, &wc); err != nil {
+		return err
+	}
 	for {
-		if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCRecv, &wc); err != nil {
-			return err
-		}
 		v := common.Uint64(recv)
 		if v == common.IMDone {
 			return nil
@@ -111,7 +111,9 @@ func pingPong(ctx context.Context, conn *rpma.Conn, recv, send []byte, recvMR, s
 		if err := conn.Send(sendMR, 0, common.MsgSize, rpma.CompletionAlways, 0); err != nil {
 			return err
 		}
-		if err := common.WaitAndValidateCompletion(ctx, conn, uverbs.WCSend, &wc); err != nil {
+		// This send's completion and the client's next message (at
+		// least its goodbye), in either order.
+		if err := common.WaitForSendAndRecv(ctx, conn, &wc); err != nil {
 			return err
 		}
 	}

@@ -200,6 +200,41 @@ func WaitAndValidateCompletion(ctx context.Context, c *rpma.Conn, want uverbs.WC
 	return getOne(cq, want, wc)
 }
 
+// WaitForSendAndRecv waits on the connection's shared channel until
+// both a send and a receive completed, in either order, and checks
+// them; recv gets the receive's completion. C's scch examples wait for
+// the send, then the receive (wait_and_validate_completion twice), but
+// the two arrive on different CQs from different rxe tasks: the other
+// side's answer can complete the receive before its acknowledgement
+// completes the send (seen with 09scch on 6.1).
+func WaitForSendAndRecv(ctx context.Context, c *rpma.Conn, recv *uverbs.WorkCompletion) error {
+	var sent, received bool
+	for !sent || !received {
+		cq, _, err := c.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		one := make([]uverbs.WorkCompletion, 1)
+		if _, err := cq.GetWC(one); err != nil {
+			return err
+		}
+		wc := one[0]
+		if err := check(wc.Opcode, &wc); err != nil { // its status
+			return err
+		}
+		switch {
+		case wc.Opcode == uverbs.WCSend && !sent:
+			sent = true
+		case wc.Opcode == uverbs.WCRecv && !received:
+			received, *recv = true, wc
+		default:
+			fmt.Fprintf(os.Stderr, "unexpected wc.opcode value (%v)\n", wc.Opcode)
+			return ErrUnexpected
+		}
+	}
+	return nil
+}
+
 // WaitForCompletion waits on cq's own channel for one completion and
 // checks it.
 func WaitForCompletion(ctx context.Context, cq *rpma.CQ, want uverbs.WCOpcode, wc *uverbs.WorkCompletion) error {
