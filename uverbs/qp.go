@@ -375,7 +375,17 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if qp.locks {
 		return qp.postSendLocked(wr)
 	}
-	return qp.postSendUnlocked(wr)
+	// postSendUnlocked, written out: a frame less for the TD path.
+	if qp.closed.Load() {
+		return errClosedQP
+	}
+	if st := QPState(qp.state.Load()); st < QPStateRTS {
+		return errSendNotReady[st]
+	}
+	if q, ok := qp.q.(*rxeQP); ok { // a direct call: no dispatch
+		return q.postSend(wr)
+	}
+	return qp.q.postSend(wr)
 }
 
 // postSendLocked is PostSend for a QP without a TD. The lock and its
@@ -394,6 +404,9 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	}
 	if st := QPState(qp.state.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
+	}
+	if q, ok := qp.q.(*rxeQP); ok {
+		return q.postSend(wr)
 	}
 	return qp.q.postSend(wr)
 }
