@@ -150,7 +150,7 @@ func (q *rxeCQ) poll(wc []WorkCompletion) int {
 
 // take moves up to len(wc) completions from the ring into wc and
 // reports whether any is in error (for sawErrors). It calls nothing, so
-// it needs no stack frame; CQ.Poll calls it directly.
+// nothing in its loop is saved around a call; CQ.Poll calls it directly.
 func (q *rxeCQ) take(wc []WorkCompletion) (n int, failed bool) {
 	r := q.ring
 	h := r.hdr
