@@ -98,6 +98,15 @@ func (r *rxeRing) full(prod, limit uint32) bool {
 	return used >= r.mask || used >= limit
 }
 
+// next is the producer index and whether another entry may go there
+// (full's test), with the header pointer loaded once.
+func (r *rxeRing) next(limit uint32) (prod uint32, ok bool) {
+	h := r.hdr
+	prod = atomic.LoadUint32(&h.ProducerIndex)
+	used := (prod - atomic.LoadUint32(&h.ConsumerIndex)) & r.mask
+	return prod, used < r.mask && used < limit
+}
+
 // room is how many entries the ring holds: one slot stays empty to tell
 // a full ring from an empty one. It is what an SRQ reports as its size
 // (rxe's query answers the index mask); a QP's rings are held to the
@@ -367,8 +376,8 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 		}
 		// Built here, not in a function of its own: the call would
 		// cost more than the checks above.
-		prod := r.producer()
-		if r.full(prod, q.maxWR) {
+		prod, ok := r.next(q.maxWR)
+		if !ok {
 			return q.postFailed(first, wr, errSendQueueFull)
 		}
 		off := r.slot(prod)
