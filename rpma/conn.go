@@ -60,6 +60,9 @@ type Conn struct {
 
 	flushBuf *uverbs.Buffer // read-after-write target [0:8], atomic-write source [8:16]
 	flushMR  *uverbs.MR
+	// flushAddr and flushLKey are flushMR's, for an emulated flush's SGE.
+	flushAddr uint64
+	flushLKey uint32
 
 	direct       atomic.Bool // the remote peer writes to PMem directly
 	remoteNative atomic.Bool // the remote peer's regions take native FLUSH
@@ -84,6 +87,7 @@ func newConn(op string, r *ConnReq) (*Conn, error) {
 		c.flushBuf.Close()
 		return nil, provider(op, err)
 	}
+	c.flushAddr, c.flushLKey = c.flushMR.Addr(), c.flushMR.LKey()
 	return c, nil
 }
 

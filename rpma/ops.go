@@ -96,22 +96,79 @@ func checkLen(op string, length int) error {
 // localWritable: the region was registered with local write access.
 const localWritable = UsageReadDst | UsageWriteSrc | UsageWriteDst | UsageRecv
 
-// postSend posts c.swr, prepared by the caller.
+// postSend posts c.swr, prepared by the caller. Read, Write and Flush
+// write it out (a call less per operation).
 func (c *Conn) postSend(op string) error {
 	if err := c.qp.PostSend(&c.swr); err != nil {
-		if errors.Is(err, uverbs.ErrBusy) {
-			return busy[op]
-		}
-		return provider(op, err)
+		return postFailed(op, err)
 	}
 	return nil
 }
 
+// postFailed is the error of a post that uverbs refused.
+func postFailed(op string, err error) error {
+	if errors.Is(err, uverbs.ErrBusy) {
+		return busy[op]
+	}
+	return provider(op, err)
+}
+
+// The work request c.swr is reused, not cleared: each operation sets
+// every field its opcode reads (uverbs ignores the others: SendWR), so
+// what an earlier operation left in the others does no harm.
+
+// remoteOp describes a read or a write for prepRemote.
+type remoteOp struct {
+	name                  string
+	opcode                uverbs.WROpcode
+	needLocal, needRemote Usage
+}
+
+var (
+	readOp         = &remoteOp{opRead, uverbs.WRRDMARead, localWritable, readable}
+	writeOp        = &remoteOp{opWrite, uverbs.WRRDMAWrite, 0, UsageWriteDst}
+	writeWithImmOp = &remoteOp{opWriteWithImm, uverbs.WRRDMAWriteWithImm, 0, UsageWriteDst}
+)
+
 // prepRemote checks a read or write and fills c.swr with it; the
 // caller adds what is left and posts. Both regions nil with zero
 // offsets and length is a zero-byte operation, as librpma allows.
-func (c *Conn) prepRemote(op string, local *MR, localOff int, remote *RemoteMR, remoteOff int, length int,
-	flags CompletionFlags, opcode uverbs.WROpcode, needLocal, needRemote Usage, opContext uint64) error {
+//
+// Every check of prepRemoteSlow is made here first as one condition
+// (unsigned comparisons fold the negative cases in); only when one fails,
+// or for the zero-byte case, prepRemoteSlow runs them again one by one
+// for the error. The operation's checks cost a few instructions each
+// that way, with no call.
+func (c *Conn) prepRemote(o *remoteOp, local *MR, localOff int, remote *RemoteMR, remoteOff int, length int,
+	flags CompletionFlags, opContext uint64) error {
+	if c == nil || c.closed.Load() || uint(flags-1) > uint(CompletionAlways-1) || uint64(length) > math.MaxUint32 ||
+		local == nil || remote == nil ||
+		uint(localOff) > uint(len(local.buf)) || uint(length) > uint(len(local.buf)-localOff) ||
+		uint64(remoteOff) > remote.Len || uint64(length) > remote.Len-uint64(remoteOff) ||
+		(o.needLocal != 0 && local.usage&o.needLocal == 0) || remote.Usage&o.needRemote == 0 {
+		return c.prepRemoteSlow(o, local, localOff, remote, remoteOff, length, flags, opContext)
+	}
+	c.sge[0] = uverbs.SGE{Addr: local.mr.Addr() + uint64(localOff), Length: uint32(length), LKey: local.mr.LKey()}
+	w := &c.swr
+	w.WRID, w.Opcode, w.Flags = opContext, o.opcode, sendFlags(flags)
+	w.RemoteAddr, w.RKey = remote.Addr+uint64(remoteOff), remote.RKey
+	c.setSGL()
+	return nil
+}
+
+// setSGL points c.swr at c.sge. The list is set only when it is not
+// already (it is nil only after an operation without data), so the
+// pointer store and its write barrier stay off the operations' path.
+func (c *Conn) setSGL() {
+	if c.swr.SGL == nil {
+		c.swr.SGL = c.sge[:]
+	}
+}
+
+// prepRemoteSlow is prepRemote's checks one by one, each with its error.
+func (c *Conn) prepRemoteSlow(o *remoteOp, local *MR, localOff int, remote *RemoteMR, remoteOff int, length int,
+	flags CompletionFlags, opContext uint64) error {
+	op := o.name
 	if err := c.alive(op); err != nil {
 		return err
 	}
@@ -122,11 +179,11 @@ func (c *Conn) prepRemote(op string, local *MR, localOff int, remote *RemoteMR, 
 		return err
 	}
 	w := &c.swr
-	*w = uverbs.SendWR{WRID: opContext, Opcode: opcode, Flags: sendFlags(flags)}
 	if local == nil || remote == nil {
 		if local != nil || remote != nil || localOff != 0 || remoteOff != 0 || length != 0 {
 			return invalid(op, "a local and a remote region, or neither with offsets and length 0")
 		}
+		w.WRID, w.Opcode, w.Flags, w.SGL, w.RemoteAddr, w.RKey = opContext, o.opcode, sendFlags(flags), nil, 0, 0
 		return nil
 	}
 	if err := local.checkRange(op, localOff, length); err != nil {
@@ -138,15 +195,16 @@ func (c *Conn) prepRemote(op string, local *MR, localOff int, remote *RemoteMR, 
 	if err := remote.checkRange(op, uint64(remoteOff), uint64(length)); err != nil {
 		return err
 	}
-	if needLocal != 0 && local.usage&needLocal == 0 {
-		return invalid(op, "the local region's usage %v does not allow it (want one of %v)", local.usage, needLocal)
+	if o.needLocal != 0 && local.usage&o.needLocal == 0 {
+		return invalid(op, "the local region's usage %v does not allow it (want one of %v)", local.usage, o.needLocal)
 	}
-	if remote.Usage&needRemote == 0 {
-		return invalid(op, "the remote region's usage %v does not allow it (want one of %v)", remote.Usage, needRemote)
+	if remote.Usage&o.needRemote == 0 {
+		return invalid(op, "the remote region's usage %v does not allow it (want one of %v)", remote.Usage, o.needRemote)
 	}
 	c.sge[0] = uverbs.SGE{Addr: local.mr.Addr() + uint64(localOff), Length: uint32(length), LKey: local.mr.LKey()}
-	w.SGL = c.sge[:]
+	w.WRID, w.Opcode, w.Flags = opContext, o.opcode, sendFlags(flags)
 	w.RemoteAddr, w.RKey = remote.Addr+uint64(remoteOff), remote.RKey
+	c.setSGL()
 	return nil
 }
 
@@ -158,27 +216,33 @@ const readable = UsageReadSrc | UsageFlushVisibility | UsageFlushPersistent
 // as its WRID, as flags say. A full send queue fails at once with
 // ErrAgain (matching uverbs.ErrBusy too); nothing was posted then.
 func (c *Conn) Read(dst *MR, dstOffset int, src *RemoteMR, srcOffset int, length int, flags CompletionFlags, opContext uint64) error {
-	if err := c.prepRemote(opRead, dst, dstOffset, src, srcOffset, length, flags, uverbs.WRRDMARead, localWritable, readable, opContext); err != nil {
+	if err := c.prepRemote(readOp, dst, dstOffset, src, srcOffset, length, flags, opContext); err != nil {
 		return err
 	}
-	return c.postSend(opRead)
+	if err := c.qp.PostSend(&c.swr); err != nil {
+		return postFailed(opRead, err)
+	}
+	return nil
 }
 
 // Write writes length bytes at srcOffset of src to the remote region
 // dst at dstOffset (rpma_write). The data is placed in order but is
 // neither visible nor persistent at the other side until a Flush.
 func (c *Conn) Write(dst *RemoteMR, dstOffset int, src *MR, srcOffset int, length int, flags CompletionFlags, opContext uint64) error {
-	if err := c.prepRemote(opWrite, src, srcOffset, dst, dstOffset, length, flags, uverbs.WRRDMAWrite, 0, UsageWriteDst, opContext); err != nil {
+	if err := c.prepRemote(writeOp, src, srcOffset, dst, dstOffset, length, flags, opContext); err != nil {
 		return err
 	}
-	return c.postSend(opWrite)
+	if err := c.qp.PostSend(&c.swr); err != nil {
+		return postFailed(opWrite, err)
+	}
+	return nil
 }
 
 // WriteWithImm is Write that also delivers imm to the other side, where
 // it consumes a receive and completes it with the immediate data
 // (rpma_write_with_imm).
 func (c *Conn) WriteWithImm(dst *RemoteMR, dstOffset int, src *MR, srcOffset int, length int, flags CompletionFlags, imm uint32, opContext uint64) error {
-	if err := c.prepRemote(opWriteWithImm, src, srcOffset, dst, dstOffset, length, flags, uverbs.WRRDMAWriteWithImm, 0, UsageWriteDst, opContext); err != nil {
+	if err := c.prepRemote(writeWithImmOp, src, srcOffset, dst, dstOffset, length, flags, opContext); err != nil {
 		return err
 	}
 	c.swr.Imm = imm
@@ -186,8 +250,21 @@ func (c *Conn) WriteWithImm(dst *RemoteMR, dstOffset int, src *MR, srcOffset int
 }
 
 // prepDst checks what AtomicWrite and Flush share, the connection, the
-// flags and [off, off+length) of dst, and starts c.swr at that range.
+// flags and [off, off+length) of dst, and starts c.swr at that range:
+// the caller sets the opcode and what it reads.
 func (c *Conn) prepDst(op string, dst *RemoteMR, off, length int, flags CompletionFlags, opContext uint64) error {
+	// As in prepRemote: every check as one condition first.
+	if c == nil || c.closed.Load() || dst == nil || uint(flags-1) > uint(CompletionAlways-1) ||
+		uint64(off) > dst.Len || uint64(length) > dst.Len-uint64(off) {
+		return c.dstError(op, dst, off, length, flags)
+	}
+	w := &c.swr
+	w.WRID, w.Flags, w.RemoteAddr, w.RKey = opContext, sendFlags(flags), dst.Addr+uint64(off), dst.RKey
+	return nil
+}
+
+// dstError is prepDst's checks one by one, each with its error.
+func (c *Conn) dstError(op string, dst *RemoteMR, off, length int, flags CompletionFlags) error {
 	if err := c.alive(op); err != nil {
 		return err
 	}
@@ -203,8 +280,7 @@ func (c *Conn) prepDst(op string, dst *RemoteMR, off, length int, flags Completi
 	if err := dst.checkRange(op, uint64(off), uint64(length)); err != nil {
 		return err
 	}
-	c.swr = uverbs.SendWR{WRID: opContext, Flags: sendFlags(flags), RemoteAddr: dst.Addr + uint64(off), RKey: dst.RKey}
-	return nil
+	return invalid(op, "prepDst: no check failed") // unreachable: prepDst found one
 }
 
 // AtomicWrite writes the 8 bytes of src to the remote region dst at
@@ -230,7 +306,8 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags Comp
 	} else {
 		copy(c.flushBuf.Bytes()[8:16], src[:])
 		c.sge[0] = uverbs.SGE{Addr: c.flushMR.Addr() + 8, Length: 8}
-		w.Opcode, w.SGL = uverbs.WRRDMAWrite, c.sge[:]
+		w.Opcode = uverbs.WRRDMAWrite
+		c.setSGL()
 		w.Flags |= uverbs.SendInline | uverbs.SendFence
 	}
 	return c.postSend(op)
@@ -275,10 +352,14 @@ func (c *Conn) Flush(dst *RemoteMR, dstOffset, length int, typ FlushType, flags 
 		w.Opcode, w.FlushType, w.FlushLevel, w.FlushLength = uverbs.WRFlush, native, uverbs.FlushRange, uint64(length)
 	} else {
 		n := min(8, dst.Len-uint64(dstOffset))
-		c.sge[0] = uverbs.SGE{Addr: c.flushMR.Addr(), Length: uint32(n), LKey: c.flushMR.LKey()}
-		w.Opcode, w.SGL = uverbs.WRRDMARead, c.sge[:]
+		c.sge[0] = uverbs.SGE{Addr: c.flushAddr, Length: uint32(n), LKey: c.flushLKey}
+		w.Opcode = uverbs.WRRDMARead
+		c.setSGL()
 	}
-	return c.postSend(op)
+	if err := c.qp.PostSend(w); err != nil {
+		return postFailed(op, err)
+	}
+	return nil
 }
 
 var (
@@ -335,18 +416,20 @@ func (c *Conn) prepSend(op string, src *MR, offset, length int, flags Completion
 	if err := checkLen(op, length); err != nil {
 		return err
 	}
-	c.swr = uverbs.SendWR{WRID: opContext, Opcode: opcode, Flags: sendFlags(flags)}
+	w := &c.swr
 	if src == nil {
 		if offset != 0 || length != 0 {
 			return invalid(op, "no region, but offset %d and length %d", offset, length)
 		}
+		w.WRID, w.Opcode, w.Flags, w.SGL = opContext, opcode, sendFlags(flags), nil
 		return nil
 	}
 	if err := src.checkRange(op, offset, length); err != nil {
 		return err
 	}
 	c.sge[0] = uverbs.SGE{Addr: src.mr.Addr() + uint64(offset), Length: uint32(length), LKey: src.mr.LKey()}
-	c.swr.SGL = c.sge[:]
+	w.WRID, w.Opcode, w.Flags = opContext, opcode, sendFlags(flags)
+	c.setSGL()
 	return nil
 }
 

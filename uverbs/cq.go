@@ -217,7 +217,18 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq.locks {
 		return cq.pollLocked(wc)
 	}
-	return cq.pollUnlocked(wc)
+	// pollUnlocked, written out: a frame less for the TD path.
+	if cq.closed.Load() {
+		return 0, errClosedCQ
+	}
+	if q, ok := cq.q.(*rxeCQ); ok { // direct calls: no dispatch
+		n, failed := q.take(wc)
+		if failed {
+			q.sawErrors(wc[:n])
+		}
+		return n, nil
+	}
+	return cq.q.poll(wc), nil
 }
 
 // pollLocked is Poll for a CQ without a TD, kept apart so the TD path

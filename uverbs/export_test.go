@@ -11,8 +11,13 @@ import (
 // external tests.
 func BreakDoorbell(qp *QP) (restore func()) {
 	q := qp.q.(*rxeQP)
-	good := q.db
+	good, goodBell := q.db, q.bell
 	req := abi.PostSend{QPHandle: ^uint32(0), WQESize: uint32(abi.SizeofSendWR), Response: uint64(sys.PointerTo(q.dbOut))}
 	q.db = qp.ctx.fd.CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
-	return func() { q.db = good }
+	bell, err := qp.ctx.fd.Doorbell(q.db)
+	if err != nil {
+		panic(err)
+	}
+	q.bell = bell
+	return func() { q.db, q.bell = good, goodBell }
 }

@@ -382,7 +382,17 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if qp.locks {
 		return qp.postSendLocked(wr)
 	}
-	return qp.postSendUnlocked(wr)
+	// postSendUnlocked, written out: a frame less for the TD path.
+	if qp.closed.Load() {
+		return errClosedQP
+	}
+	if st := QPState(qp.state.Load()); st < QPStateRTS {
+		return errSendNotReady[st]
+	}
+	if q, ok := qp.q.(*rxeQP); ok { // a direct call: no dispatch
+		return q.postSend(wr)
+	}
+	return qp.q.postSend(wr)
 }
 
 // postSendLocked is PostSend for a QP without a TD. The lock and its
@@ -401,6 +411,9 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	}
 	if st := QPState(qp.state.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
+	}
+	if q, ok := qp.q.(*rxeQP); ok {
+		return q.postSend(wr)
 	}
 	return qp.q.postSend(wr)
 }
@@ -494,7 +507,13 @@ func (qp *QP) checkSend(wr *SendWR) error {
 			return fmt.Errorf("uverbs post send: ATOMIC_WRITE needs an 8-byte aligned remote address: %w", errInvalid)
 		}
 	case WRFlush:
-		if !qp.ctx.has(capFlush) {
+		// The capabilities read once (Context.has, three times, was
+		// 85 instructions a FLUSH).
+		caps, err := qp.ctx.capsEx()
+		if err != nil {
+			caps = 0 // an error asking counts as no, as in has
+		}
+		if caps&(abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL|abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT) == 0 {
 			return fmt.Errorf("uverbs post send: FLUSH (Linux 6.2+ rxe): %w", ErrNotSupported)
 		}
 		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
@@ -502,10 +521,10 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		}
 		// A device may execute one type and not the other: each type
 		// asked for needs its own capability bit.
-		if wr.FlushType&FlushGlobal != 0 && !qp.ctx.has(capFlushGlobal) {
+		if wr.FlushType&FlushGlobal != 0 && caps&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL == 0 {
 			return fmt.Errorf("uverbs post send: FLUSH to global visibility: the device does not report FLUSH_GLOBAL: %w", ErrNotSupported)
 		}
-		if wr.FlushType&FlushPersistent != 0 && !qp.ctx.has(capFlushPersistent) {
+		if wr.FlushType&FlushPersistent != 0 && caps&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT == 0 {
 			return fmt.Errorf("uverbs post send: FLUSH to persistence: the device does not report FLUSH_PERSISTENT: %w", ErrNotSupported)
 		}
 		if wr.FlushLength > math.MaxUint32 {

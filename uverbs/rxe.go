@@ -98,13 +98,24 @@ func (r *rxeRing) full(prod, limit uint32) bool {
 	return used >= r.mask || used >= limit
 }
 
+// next is the producer index and whether another entry may go there
+// (full's test), with the header pointer loaded once.
+func (r *rxeRing) next(limit uint32) (prod uint32, ok bool) {
+	h := r.hdr
+	prod = atomic.LoadUint32(&h.ProducerIndex)
+	used := (prod - atomic.LoadUint32(&h.ConsumerIndex)) & r.mask
+	return prod, used < r.mask && used < limit
+}
+
 // room is how many entries the ring holds: one slot stays empty to tell
 // a full ring from an empty one. It is what an SRQ reports as its size
 // (rxe's query answers the index mask); a QP's rings are held to the
 // capacity CREATE_QP reported instead (see full).
 func (r *rxeRing) room() uint32 { return r.mask }
 
-func (r *rxeRing) slot(i uint32) int { return int((i & r.mask) << r.log2) }
+// slot is entry i's offset. mapRing checked log2 < 32: the mask spares
+// the shift's check for counts of 32 and more.
+func (r *rxeRing) slot(i uint32) int { return int((i & r.mask) << (r.log2 & 31)) }
 
 func (r *rxeRing) slotSize() int { return 1 << r.log2 }
 
@@ -139,40 +150,62 @@ func (p *rxeProvider) newCQ(cq *CQ, _ driverReq, out []byte) (cqQueue, error) {
 }
 
 func (q *rxeCQ) poll(wc []WorkCompletion) int {
+	n, failed := q.take(wc)
+	if failed {
+		q.sawErrors(wc[:n])
+	}
+	return n
+}
+
+// take moves up to len(wc) completions from the ring into wc and
+// reports whether any is in error (for sawErrors). It calls nothing, so
+// nothing in its loop is saved around a call; CQ.Poll calls it directly.
+func (q *rxeCQ) take(wc []WorkCompletion) (n int, failed bool) {
 	r := q.ring
-	prod := r.producer()
-	cons := r.consumer()
-	n := 0
-	for n < len(wc) && cons != prod {
+	h := r.hdr
+	prod := atomic.LoadUint32(&h.ProducerIndex)
+	cons := atomic.LoadUint32(&h.ConsumerIndex)
+	var status uint32
+	for ; n < len(wc) && cons != prod; n++ {
 		e := mmio.At[abi.WC](r.data, r.slot(cons))
 		// Field by field: a composite literal is built on the stack
-		// and copied, 28 more instructions per completion (callgrind).
+		// and copied, 28 more instructions per completion (callgrind);
+		// the compiler merges neighbouring fields into 8-byte moves.
 		// TestRxePollWritesEveryField catches a field left out.
 		w := &wc[n]
 		w.WRID, w.Status, w.Opcode = e.WRID, WCStatus(e.Status), WCOpcode(e.Opcode)
 		w.VendorErr, w.ByteLen, w.QPNum, w.SrcQP = e.VendorErr, e.ByteLen, e.QPNum, e.SrcQP
-		w.Flags = wcFlags(e.WCFlags)
+		k := e.WCFlags
+		w.Flags = wcFlagsOf[k&(1<<len(ibWCBits)-1)]
 		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, e.PortNum
-		if e.Status != 0 {
-			// The device may have moved the QP to ERR: the only
-			// work Poll does for an error, and only then.
-			q.p.ctx.sawErrorCompletion(e.QPNum)
-		}
-		ex := *e.Ex.ImmData()
 		w.Imm, w.InvalidatedRKey = 0, 0
-		if w.Flags&WCWithImm != 0 {
-			w.Imm = be32(ex)
+		if k&(ibWCWithImm|ibWCWithInvalidate) != 0 {
+			ex := *e.Ex.ImmData()
+			if k&ibWCWithImm != 0 {
+				w.Imm = be32(ex)
+			}
+			if k&ibWCWithInvalidate != 0 {
+				w.InvalidatedRKey = ex
+			}
 		}
-		if w.Flags&WCWithInv != 0 {
-			w.InvalidatedRKey = ex
-		}
+		status |= e.Status
 		cons = (cons + 1) & r.mask
-		n++
 	}
 	if n > 0 {
-		atomic.StoreUint32(&r.hdr.ConsumerIndex, cons)
+		atomic.StoreUint32(&h.ConsumerIndex, cons)
 	}
-	return n
+	return n, status != 0
+}
+
+// sawErrors tells the context of the completions in error among wc: the
+// device may have moved their QPs to ERR. It is the only work Poll does
+// for an error, and only then.
+func (q *rxeCQ) sawErrors(wc []WorkCompletion) {
+	for i := range wc {
+		if wc[i].Status != 0 {
+			q.p.ctx.sawErrorCompletion(wc[i].QPNum)
+		}
+	}
 }
 
 // The kernel's enum ib_wc_flags, which rxe writes into user completions
@@ -186,6 +219,18 @@ const (
 	ibWCWithInvalidate = 1 << 2
 	ibWCIPCsumOK       = 1 << 3
 )
+
+// ibWCBits are the kernel's flags that WCFlags has, in bit order.
+var ibWCBits = [...]uint32{ibWCGRH, ibWCWithImm, ibWCWithInvalidate, ibWCIPCsumOK}
+
+// wcFlagsOf is wcFlags of every combination of ibWCBits: Poll converts
+// with one load.
+var wcFlagsOf = func() (t [1 << len(ibWCBits)]WCFlags) {
+	for k := range t {
+		t[k] = wcFlags(uint32(k))
+	}
+	return t
+}()
 
 // wcFlags converts the kernel's completion flags to WCFlags; the bits
 // neither knows (SMAC, VLAN, network header type) are dropped.
@@ -225,6 +270,22 @@ type rxeQP struct {
 	rq    *rxeRing // nil with an SRQ
 	db    []byte   // the POST_SEND doorbell command, ready to write
 	dbOut []byte   // its response
+	bell  sys.Doorbell
+	// plain[op] is set for the opcodes postSend builds itself (see
+	// plainOpcodes); maxWR and maxSGE are the QP's send capacity.
+	plain  [16]bool
+	maxWR  uint32
+	maxSGE int
+}
+
+// plainOpcodes are the opcodes whose work requests, without SendInline,
+// need no check but the scatter/gather count (QP.checkSend): those of
+// RC and UC that carry data, no UD address, atomic or capability check.
+func plainOpcodes(t QPType) (m [16]bool) {
+	for _, op := range []WROpcode{WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRSendWithInv, WRRDMARead} {
+		m[op] = t != QPTypeUD && t.allows(op)
+	}
+	return m
 }
 
 func (p *rxeProvider) qpDriverData(*QPConfig) (driverReq, error) {
@@ -259,6 +320,11 @@ func (p *rxeProvider) newQP(qp *QP, _ driverReq, out []byte) (qpQueues, error) {
 	req := abi.PostSend{QPHandle: qp.handle, WQESize: uint32(abi.SizeofSendWR)}
 	req.Response = uint64(sys.PointerTo(q.dbOut))
 	q.db = p.ctx.fd.CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
+	if q.bell, err = p.ctx.fd.Doorbell(q.db); err != nil {
+		q.unmap()
+		return nil, err
+	}
+	q.plain, q.maxWR, q.maxSGE = plainOpcodes(qp.typ), qp.cap.MaxSendWR, int(qp.cap.MaxSendSGE)
 	return q, nil
 }
 
@@ -271,24 +337,115 @@ func (q *rxeQP) unmap() error {
 }
 
 // postSend writes the chain into the send queue, then rings the doorbell
-// once if anything was posted.
+// once if anything was posted. The work requests of the plain opcodes
+// (most of them: RDMA WRITE and READ and SEND of RC and UC, without
+// SendInline) are checked and built here, without a call; the others go
+// through postOneSend.
+//
+// The doorbell is the QP's sys.Doorbell, a write(2) without the FD's
+// lock. That is safe because the fd outlives every doorbell: the fd is
+// closed only by Context.Close, after it has closed every QP (QPs have no
+// dependents, so their Close is never refused: the closed flag is set
+// even when the kernel's destroy fails), and a QP rings only while open:
+// a locked QP's post holds the send lock and checks the closed flag
+// under it, and its Close takes the lock; a TD QP's Close must not run
+// beside a post (docs/threading.md), as it unmaps the queue.
+//
+// A plain request's slot: every field that the kernel reads for these
+// opcodes is written, and nothing is cleared first. The kernel's
+// requester and completer (rxe_req.c, rxe_comp.c) read of a user's send
+// WQE: the work request's ID, opcode, flags, immediate data or rkey to
+// invalidate, the union member of the opcode (rdma: remote address and
+// rkey; the atomic, ud, mw and flush members belong to opcodes that
+// postOneSend builds after clearing the slot's whole fixed part), iova,
+// and the DMA state (length, resid, cur_sge, num_sge, sge_offset, the
+// SGEs). It reads state (posted = 0), status and has_rd_atomic before it
+// writes them, so they are zeroed; it sets mask and first_psn/last_psn
+// before reading them, and they are zeroed with their neighbours, as
+// 64-bit stores of zero. The union's other bytes keep what an earlier
+// request of the slot left there: no plain opcode reads them.
 func (q *rxeQP) postSend(wr *SendWR) error {
-	posted := 0
-	var err error
-	for i := 0; wr != nil; i, wr = i+1, wr.Next {
-		if err = q.postOneSend(wr); err != nil {
-			err = postError(i, wr.WRID, err)
-			break
+	r, first := q.sq, wr
+	for ; wr != nil; wr = wr.Next {
+		op := wr.Opcode
+		if op >= WROpcode(len(q.plain)) || !q.plain[op] || wr.Flags&SendInline != 0 || len(wr.SGL) > q.maxSGE {
+			if err := q.postOneSend(wr); err != nil {
+				return q.postFailed(first, wr, err)
+			}
+			continue
 		}
-		posted++
+		// Built here, not in a function of its own: the call would
+		// cost more than the checks above.
+		prod, ok := r.next(q.maxWR)
+		if !ok {
+			return q.postFailed(first, wr, errSendQueueFull)
+		}
+		off := r.slot(prod)
+		w := mmio.At[abi.RXESendWQE](r.data, off)
+		var length uint64
+		for j, s := range wr.SGL {
+			*mmio.At[abi.RXESGE](r.data, off+plainSGEOffset+j*int(abi.SizeofRXESGE)) = abi.RXESGE(s)
+			length += uint64(s.Length)
+		}
+		if length > math.MaxUint32 {
+			return q.postFailed(first, wr, errMessageTooLong("send", length))
+		}
+		// The fixed part (see above).
+		w.WR.WRID = wr.WRID
+		w.WR.Reserved, w.WR.Opcode, w.WR.SendFlags = 0, uint32(op), uint32(wr.Flags)
+		var ex uint32
+		switch op {
+		case WRRDMAWriteWithImm, WRSendWithImm:
+			ex = be32(wr.Imm)
+		case WRSendWithInv:
+			ex = wr.InvalidateRKey
+		}
+		*w.WR.Ex.ImmData() = ex
+		var iova uint64
+		if op == WRRDMAWrite || op == WRRDMAWriteWithImm || op == WRRDMARead {
+			rd := w.WR.WR.RDMA()
+			iova = wr.RemoteAddr
+			rd.RemoteAddr, rd.RKey, rd.Reserved = iova, wr.RKey, 0
+		}
+		w.Status, w.State, w.IOVA = 0, 0, iova
+		w.Mask, w.FirstPSN, w.LastPSN, w.AckLength, w.SSN, w.HasRDAtomic = 0, 0, 0, 0, 0, 0
+		w.DMA.Length, w.DMA.Resid, w.DMA.CurSGE, w.DMA.NumSGE = uint32(length), uint32(length), 0, uint32(len(wr.SGL))
+		w.DMA.SGEOffset, w.DMA.Reserved = 0, 0
+		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
 	}
-	if posted > 0 {
-		if dbErr := q.p.ctx.fd.Write("rxe doorbell", q.db); dbErr != nil {
-			return q.doorbellFailed(posted, dbErr, err)
+	// PostSend passes at least one request, so something was posted.
+	if r, ok := q.bell.Ring(); !ok {
+		return q.doorbellFailed(index(first, nil), q.bell.Err("rxe doorbell", r), nil)
+	}
+	return nil
+}
+
+// index is wr's position in the chain from first (nil: the chain's
+// length).
+func index(first, wr *SendWR) int {
+	i := 0
+	for w := first; w != wr; w = w.Next {
+		i++
+	}
+	return i
+}
+
+// postFailed ends a post whose request wr, in the chain from first,
+// failed with err before reaching the queue: it rings the doorbell for
+// the requests before wr, and reports err with wr's index (PostError).
+func (q *rxeQP) postFailed(first, wr *SendWR, err error) error {
+	i := index(first, wr)
+	err = postError(i, wr.WRID, err)
+	if i > 0 {
+		if r, ok := q.bell.Ring(); !ok {
+			return q.doorbellFailed(i, q.bell.Err("rxe doorbell", r), err)
 		}
 	}
 	return err
 }
+
+// plainSGEOffset is where a send WQE's scatter/gather list starts.
+const plainSGEOffset = int(abi.OffsetofRXESendWQEDMA) + abi.OffsetofRXEDMAInfoSGE
 
 // doorbellFailed handles a doorbell that failed after posted requests
 // were published to the send queue. They cannot be taken back: the
