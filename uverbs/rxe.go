@@ -177,7 +177,7 @@ func (q *rxeCQ) take(wc []WorkCompletion) (n int, failed bool) {
 		w.VendorErr, w.ByteLen, w.QPNum, w.SrcQP = e.VendorErr, e.ByteLen, e.QPNum, e.SrcQP
 		k := e.WCFlags
 		w.Flags = wcFlagsOf[k&(1<<len(ibWCBits)-1)]
-		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, e.PortNum
+		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, int(e.PortNum)
 		w.Imm, w.InvalidatedRKey = 0, 0
 		if k&(ibWCWithImm|ibWCWithInvalidate) != 0 {
 			ex := *e.Ex.ImmData()

@@ -257,7 +257,7 @@ type WorkCompletion struct {
 	SLID            uint16
 	SL              uint8
 	DLIDPathBits    uint8
-	PortNum         uint8
+	PortNum         int // the port a directed-route SMP arrived on (switches); 0 otherwise
 }
 
 // flagString prints set bits by name, unknown ones in hex.
