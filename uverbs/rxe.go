@@ -276,6 +276,10 @@ type rxeQP struct {
 	plain  [16]bool
 	maxWR  uint32
 	maxSGE int
+	// flushTypes are the FLUSH types the QP may post (FlushGlobal,
+	// FlushPersistent: the device's capabilities, read once at create;
+	// 0 for UC and UD, or a device without FLUSH).
+	flushTypes FlushType
 }
 
 // plainOpcodes are the opcodes whose work requests, without SendInline,
@@ -325,6 +329,16 @@ func (p *rxeProvider) newQP(qp *QP, _ driverReq, out []byte) (qpQueues, error) {
 		return nil, err
 	}
 	q.plain, q.maxWR, q.maxSGE = plainOpcodes(qp.typ), qp.cap.MaxSendWR, int(qp.cap.MaxSendSGE)
+	if qp.typ.allows(WRFlush) {
+		if caps, err := p.ctx.capsEx(); err == nil {
+			if caps&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 {
+				q.flushTypes |= FlushGlobal
+			}
+			if caps&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0 {
+				q.flushTypes |= FlushPersistent
+			}
+		}
+	}
 	return q, nil
 }
 
@@ -368,6 +382,26 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 	r, first := q.sq, wr
 	for ; wr != nil; wr = wr.Next {
 		op := wr.Opcode
+		if op == WRFlush && q.flushOK(wr) {
+			// FLUSH, built here too: QP.checkSend's checks, each once.
+			prod, ok := r.next(q.maxWR)
+			if !ok {
+				return q.postFailed(first, wr, errSendQueueFull)
+			}
+			w := mmio.At[abi.RXESendWQE](r.data, r.slot(prod))
+			w.WR.WRID = wr.WRID
+			w.WR.Reserved, w.WR.Opcode, w.WR.SendFlags = 0, uint32(op), uint32(wr.Flags)
+			*w.WR.Ex.ImmData() = 0
+			*w.WR.WR.Flush() = abi.RXESendWRWRFlush{RemoteAddr: wr.RemoteAddr, RKey: wr.RKey,
+				Type: uint8(wr.FlushType), Level: uint8(wr.FlushLevel)}
+			w.Status, w.State, w.IOVA = 0, 0, wr.RemoteAddr
+			w.Mask, w.FirstPSN, w.LastPSN, w.AckLength, w.SSN, w.HasRDAtomic = 0, 0, 0, 0, 0, 0
+			n := uint32(wr.FlushLength)
+			w.DMA.Length, w.DMA.Resid, w.DMA.CurSGE, w.DMA.NumSGE = n, n, 0, 0
+			w.DMA.SGEOffset, w.DMA.Reserved = 0, 0
+			atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
+			continue
+		}
 		if op >= WROpcode(len(q.plain)) || !q.plain[op] || wr.Flags&SendInline != 0 || len(wr.SGL) > q.maxSGE {
 			if err := q.postOneSend(wr); err != nil {
 				return q.postFailed(first, wr, err)
@@ -418,6 +452,16 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 		return q.doorbellFailed(index(first, nil), q.bell.Err("rxe doorbell", r), nil)
 	}
 	return nil
+}
+
+// flushOK reports whether the FLUSH wr passes QP.checkSend's checks
+// (a type the device executes, a level, a 32-bit length, the
+// scatter/gather count, no inline); when not, postOneSend makes the
+// checks again for the error.
+func (q *rxeQP) flushOK(wr *SendWR) bool {
+	t := wr.FlushType
+	return t != 0 && t&^q.flushTypes == 0 && wr.FlushLevel <= FlushMR && wr.FlushLength <= math.MaxUint32 &&
+		wr.Flags&SendInline == 0 && len(wr.SGL) <= q.maxSGE
 }
 
 // index is wr's position in the chain from first (nil: the chain's
