@@ -111,8 +111,16 @@ func (s *stream) run(t *testing.T, d time.Duration, want int) int {
 
 // check compares b's memory with the newest write that completed
 // successfully in each slot.
+//
+// It first waits for the writes still in flight: a write that lands
+// after its slot's newer completion was read would be a false mismatch.
 func (s *stream) check(t *testing.T) {
 	t.Helper()
+	s.drain = true
+	s.run(t, 5*time.Second, 0)
+	if s.done != s.posted || len(s.errs) > 0 {
+		t.Fatalf("draining the stream: %d of %d writes completed, errors %s", s.done, s.posted, wcSummary(s.errs))
+	}
 	want := make([]byte, streamSize)
 	for slot, seq := range s.lastSlot {
 		if seq < 0 {
@@ -303,7 +311,12 @@ func TestFaultNetdevDownUp(t *testing.T) {
 			if stA != uverbs.QPStateErr {
 				t.Errorf("requester QP %v after the error, want ERR", stA)
 			}
-			s.check(t)
+			// The memory is not checked here: the streamWindow writes
+			// in flight, one per slot, completed in error, and an error
+			// completion says nothing of the data (on 6.12 a write
+			// flushed at the link's loss was seen to have landed whole
+			// or in part). The check after reconnecting covers every
+			// slot again.
 			for _, e := range []*end{a, b} {
 				if err := e.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
 					t.Fatal(err)
