@@ -225,6 +225,7 @@ func (p *mlx5Provider) newCQ(cq *CQ, req driverReq, out []byte) (cqQueue, error)
 func (q *mlx5CQ) poll(wc []WorkCompletion) int {
 	n := 0
 	c := &q.cqe
+	ci := q.q.ConsumerIndex()
 	for n < len(wc) {
 		got, ok := q.q.Poll(c)
 		if !got {
@@ -261,7 +262,11 @@ func (q *mlx5CQ) poll(wc []WorkCompletion) int {
 		}
 		n++
 	}
-	q.q.UpdateCI()
+	// The doorbell record only when CQEs were consumed (undecodable and
+	// stray ones included): an empty poll writes nothing.
+	if q.q.ConsumerIndex() != ci {
+		q.q.UpdateCI()
+	}
 	return n
 }
 

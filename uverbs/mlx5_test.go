@@ -27,6 +27,7 @@ type mlx5Fixture struct {
 	sqBuf  []byte
 	rqBuf  []byte
 	cqBuf  []byte
+	cqDB   []byte
 	ncqe   int
 	cqeIdx int
 }
@@ -43,7 +44,8 @@ func newMLX5Fixture(t *testing.T, typ QPType, sendWR, recvWR int) *mlx5Fixture {
 	}
 	cqBuf := make([]byte, cqs.Bytes)
 	mlx5.InitCQBuffer(cqBuf, cqs)
-	q, err := mlx5.NewCQ(mlx5.CQConfig{Buf: cqBuf, Sizing: cqs, CQN: 7, DBRec: make([]byte, 8), UAR: make([]byte, 4096), Writer: mlx5.Device{}})
+	cqDB := make([]byte, 8)
+	q, err := mlx5.NewCQ(mlx5.CQConfig{Buf: cqBuf, Sizing: cqs, CQN: 7, DBRec: cqDB, UAR: make([]byte, 4096), Writer: mlx5.Device{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func newMLX5Fixture(t *testing.T, typ QPType, sendWR, recvWR int) *mlx5Fixture {
 	}
 	mq.prep = &mlx5Prep{p: p, uidx: uidx, hasU: true}
 	uqp.q = mq
-	return &mlx5Fixture{p: p, cq: cq, qp: mq, uqp: uqp, sqBuf: buf[sqOff : sqOff+sq.Bytes], rqBuf: buf[:rq.Bytes], cqBuf: cqBuf, ncqe: cqs.NCQE}
+	return &mlx5Fixture{p: p, cq: cq, qp: mq, uqp: uqp, sqBuf: buf[sqOff : sqOff+sq.Bytes], rqBuf: buf[:rq.Bytes], cqBuf: cqBuf, cqDB: cqDB, ncqe: cqs.NCQE}
 }
 
 // cqe writes the next CQE as the device does: opcode and owner bit
@@ -302,5 +304,31 @@ func TestMLX5UDDatagram(t *testing.T) {
 	wr.AH = &AH{}
 	if err := f.qp.postSend(&wr); !errors.Is(err, errInvalid) {
 		t.Errorf("UD send with a foreign AH: %v", err)
+	}
+}
+
+// TestMLX5EmptyPollWritesNothing: the consumer index reaches the
+// doorbell record when CQEs were consumed, and an empty poll leaves the
+// record alone.
+func TestMLX5EmptyPollWritesNothing(t *testing.T) {
+	f := newMLX5Fixture(t, QPTypeRC, 4, 4)
+	if err := f.qp.postSend(&SendWR{WRID: 1, Opcode: WRSend, Flags: SendSignaled}); err != nil {
+		t.Fatal(err)
+	}
+	f.cqe(mlx5.CQEReq, mlx5.OpSend, 0, 0, 0)
+	wc := make([]WorkCompletion, 4)
+	if n := f.cq.poll(wc); n != 1 {
+		t.Fatalf("poll: %d", n)
+	}
+	rec := f.cqDB
+	if got := be.Uint32(rec[mlx5.CQSetCIDBR:]); got != 1 {
+		t.Fatalf("consumer index in the doorbell record %d, want 1", got)
+	}
+	be.PutUint32(rec[mlx5.CQSetCIDBR:], 0xdead)
+	if n := f.cq.poll(wc); n != 0 {
+		t.Fatalf("empty poll: %d", n)
+	}
+	if got := be.Uint32(rec[mlx5.CQSetCIDBR:]); got != 0xdead {
+		t.Errorf("an empty poll wrote the doorbell record (%#x)", got)
 	}
 }
