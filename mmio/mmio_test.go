@@ -297,3 +297,46 @@ func TestPersist(t *testing.T) {
 		}
 	}
 }
+
+func TestRing(t *testing.T) {
+	type slot struct{ A, B uint64 }
+	b := make([]byte, 4*32)
+	for _, c := range []struct {
+		slots  uint64
+		stride int
+		ok     bool
+	}{
+		{4, 32, true}, {2, 64, true}, {1, 16, true},
+		{3, 32, false},  // not a power of two
+		{0, 32, false},  // no slots
+		{4, 8, false},   // a slot cannot hold a T
+		{8, 32, false},  // does not fit
+		{4, -32, false}, // negative stride
+		{1 << 33, 16, false},
+	} {
+		_, err := NewRing[slot](b, c.slots, c.stride)
+		if (err == nil) != c.ok {
+			t.Errorf("NewRing(%d slots, stride %d): %v, want ok %v", c.slots, c.stride, err, c.ok)
+		}
+	}
+	r, err := NewRing[slot](b, 4, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Mask() != 3 {
+		t.Errorf("Mask %d, want 3", r.Mask())
+	}
+	for i := uint32(0); i < 9; i++ {
+		r.Slot(i).A = uint64(i)
+	}
+	// Index i lands at (i & 3) * 32: 8 was written last into slot 0.
+	for i, want := range []uint64{8, 5, 6, 7} {
+		if got := At[slot](b, i*32).A; got != want {
+			t.Errorf("slot %d holds %d, want %d", i, got, want)
+		}
+	}
+	var zero Ring[slot]
+	if zero.Slot(5) != nil {
+		t.Error("a zero Ring's Slot is not nil")
+	}
+}

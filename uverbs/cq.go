@@ -39,9 +39,12 @@ type CQConfig struct {
 // unless the CQ was created with a TD.
 type CQ struct {
 	resource
-	mu         sync.Mutex
-	locks      bool
-	q          cqQueue
+	mu    sync.Mutex
+	locks bool
+	q     cqQueue
+	// rxe is q when q is rxe's and the CQ has a TD (no lock), while it
+	// is open: Poll's direct path, one load and test (destroy clears it).
+	rxe        *rxeCQ
 	size       int
 	channel    *CompChannel
 	td         *TD
@@ -125,6 +128,9 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 		return nil, err
 	}
 	cq.q = q
+	if r, ok := q.(*rxeCQ); ok && !cq.locks {
+		cq.rxe = r
+	}
 	if cfg.Channel != nil {
 		cfg.Channel.add(userHandle, cq)
 		cfg.Channel.use()
@@ -172,6 +178,9 @@ func (cq *CQ) destroy() error {
 		return err
 	}
 	var err error
+	if cq.rxe != nil { // only a TD CQ's: a locked CQ's Poll reads it unlocked
+		cq.rxe = nil
+	}
 	if cq.q != nil {
 		err = cq.q.unmap()
 	}
@@ -210,25 +219,42 @@ func (cq *CQ) Size() int {
 // be in ERR (the device moves a QP there on an error): that QP's next
 // PostRecv asks the kernel, so that receives posted to a QP in ERR
 // complete with WCWRFlushErr.
+//
+//go:nosplit
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq == nil || cq.rxe == nil {
+		return cq.pollSlow(wc)
+	}
+	// rxe without a lock: rxeCQ.take's loop, written out here (a call
+	// and a frame less, see docs/performance.md).
+	q := cq.rxe
+	h := q.hdr
+	prod := atomic.LoadUint32(&h.ProducerIndex)
+	cons := atomic.LoadUint32(&h.ConsumerIndex)
+	n, status := 0, uint32(0)
+	for ; n < len(wc) && cons != prod; n++ {
+		status |= wc[n].fromRxe(q.wcs.Slot(cons))
+		cons = (cons + 1) & q.wcs.Mask()
+	}
+	if n > 0 {
+		if status != 0 {
+			q.sawErrors(cons, n)
+		}
+		atomic.StoreUint32(&h.ConsumerIndex, cons)
+	}
+	return n, nil
+}
+
+// pollSlow is Poll for a nil or closed CQ, one with a lock, or another
+// provider's.
+func (cq *CQ) pollSlow(wc []WorkCompletion) (int, error) {
 	if cq == nil {
 		return 0, errNil("CQ.Poll", "CQ")
 	}
 	if cq.locks {
 		return cq.pollLocked(wc)
 	}
-	// pollUnlocked, written out: a frame less for the TD path.
-	if cq.closed.Load() {
-		return 0, errClosedCQ
-	}
-	if q, ok := cq.q.(*rxeCQ); ok { // direct calls: no dispatch
-		n, failed := q.take(wc)
-		if failed {
-			q.sawErrors(wc[:n])
-		}
-		return n, nil
-	}
-	return cq.q.poll(wc), nil
+	return cq.pollUnlocked(wc)
 }
 
 // pollLocked is Poll for a CQ without a TD, kept apart so the TD path

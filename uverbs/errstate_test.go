@@ -18,7 +18,7 @@ func TestPollErrorMarksQP(t *testing.T) {
 	qp.state.Store(uint32(QPStateRTS))
 	c.qps.add(qp)
 	r := fakeCQRing(t, 8)
-	q := &rxeCQ{p: &rxeProvider{ctx: c}, ring: r}
+	q := fakeRxeCQ(t, &rxeProvider{ctx: c}, r)
 	put := func(e abi.WC) {
 		*mmio.At[abi.WC](r.data, r.slot(r.hdr.ProducerIndex)) = e
 		r.hdr.ProducerIndex = (r.hdr.ProducerIndex + 1) & r.mask

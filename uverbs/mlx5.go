@@ -222,6 +222,23 @@ func (p *mlx5Provider) newCQ(cq *CQ, req driverReq, out []byte) (cqQueue, error)
 	return &mlx5CQ{p: p, cq: cq, prep: r, q: q}, nil
 }
 
+// mlx5WCFlags converts the decoder's flags (libibverbs' bits) to
+// WCFlags (the kernel's) with one load.
+var mlx5WCFlags = func() (t [16]WCFlags) {
+	for k := range t {
+		if k&mlx5.WCFlagGRH != 0 {
+			t[k] |= WCWithGRH
+		}
+		if k&mlx5.WCFlagWithImm != 0 {
+			t[k] |= WCWithImm
+		}
+		if k&mlx5.WCFlagWithInv != 0 {
+			t[k] |= WCWithInv
+		}
+	}
+	return t
+}()
+
 func (q *mlx5CQ) poll(wc []WorkCompletion) int {
 	n := 0
 	c := &q.cqe
@@ -240,14 +257,11 @@ func (q *mlx5CQ) poll(wc []WorkCompletion) int {
 		}
 		w := &wc[n]
 		w.Status, w.Opcode, w.VendorErr, w.ByteLen = WCStatus(c.Status), WCOpcode(c.WCOpcode), uint32(c.VendorErr), c.ByteLen
-		w.QPNum, w.SrcQP, w.Flags = qp.qp.num, c.SrcQP, WCFlags(c.WCFlags)
+		w.QPNum, w.SrcQP, w.Flags = qp.qp.num, c.SrcQP, mlx5WCFlags[c.WCFlags&(mlx5.WCFlagGRH|mlx5.WCFlagWithImm|mlx5.WCFlagWithInv)]
 		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = c.PKeyIndex, c.SLID, c.SL, c.PathBits, 0
-		w.Imm, w.InvalidatedRKey = 0, 0
-		if c.WCFlags&mlx5.WCFlagWithImm != 0 {
-			w.Imm = c.Imm
-		}
-		if c.WCFlags&mlx5.WCFlagWithInv != 0 {
-			w.InvalidatedRKey = c.Imm
+		w.Imm = 0
+		if c.WCFlags&(mlx5.WCFlagWithImm|mlx5.WCFlagWithInv) != 0 {
+			w.Imm = c.Imm // immediate data or the invalidated rkey, as in ibv_wc
 		}
 		switch {
 		case c.Requester():

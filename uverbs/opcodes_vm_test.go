@@ -26,8 +26,8 @@ import (
 //     length; 0 for BIND_MW and LOCAL_INV, 8 for atomics), QPNum, and
 //     WITH_IMM for the *_WITH_IMM requests;
 //   - receive completions: also Flags (rxe sets GRH on every receive of a
-//     user QP, WITH_IMM or WITH_INV as the message carried), Imm or
-//     InvalidatedRKey, SrcQP (UD only) and PortNum; PKeyIndex, SLID, SL
+//     user QP, WITH_IMM or WITH_INV as the message carried), Imm (the
+//     immediate data or the invalidated rkey), SrcQP (UD only) and PortNum; PKeyIndex, SLID, SL
 //     and DLIDPathBits stay 0.
 
 // onKernel612 reports whether the VM runs Linux 6.12, whose rxe has FLUSH
@@ -424,8 +424,12 @@ func TestMemoryWindowType2(t *testing.T) {
 		checkWCs(t, "send with invalidate", []uverbs.WorkCompletion{sendWC(a.qp, 2, uverbs.WCSend, 20)}, pollWCs(t, a.cq, 1))
 		want := recvWC(b.qp, 50, uverbs.WCRecv, 20)
 		want.Flags |= uverbs.WCWithInv
-		want.InvalidatedRKey = rkey
-		checkWCs(t, "receive", []uverbs.WorkCompletion{want}, pollWCs(t, b.cq, 1))
+		want.Imm = rkey // the union: the invalidated rkey
+		got := pollWCs(t, b.cq, 1)
+		checkWCs(t, "receive", []uverbs.WorkCompletion{want}, got)
+		if r := got[0].InvalidatedRKey(); r != rkey {
+			t.Errorf("InvalidatedRKey() = %#x, want %#x", r, rkey)
+		}
 		wantBytes(t, "received", a.buf[100:120], b.buf[:20])
 		checkWCs(t, "write after remote invalidation", []uverbs.WorkCompletion{errWC(a.qp, 3, uverbs.WCRemAccessErr)},
 			[]uverbs.WorkCompletion{s.writeThrough(t, a, rkey, 1500, 3)})

@@ -129,6 +129,21 @@ func be32(v uint32) uint32 { return bits.ReverseBytes32(v) }
 type rxeCQ struct {
 	p    *rxeProvider
 	ring *rxeRing
+	// hdr and wcs are ring's header and its slots as completions, for
+	// Poll: no bounds check per completion (setRing checked them once).
+	hdr *abi.RXEQueueBuf
+	wcs mmio.Ring[abi.WC]
+}
+
+// setRing makes r the CQ's ring, checking that its slots hold
+// completions.
+func (q *rxeCQ) setRing(r *rxeRing) error {
+	wcs, err := mmio.NewRing[abi.WC](r.data, uint64(r.mask)+1, r.slotSize())
+	if err != nil {
+		return &sys.Error{Op: "rxe map CQ", Err: err}
+	}
+	q.ring, q.hdr, q.wcs = r, r.hdr, wcs
+	return nil
 }
 
 func (p *rxeProvider) cqDriverData(int) (driverReq, error) {
@@ -142,108 +157,71 @@ func (p *rxeProvider) newCQ(cq *CQ, _ driverReq, out []byte) (cqQueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ring.slotSize() < int(abi.SizeofWC) {
+	q := &rxeCQ{p: p}
+	if err := q.setRing(ring); err != nil {
 		ring.unmap()
-		return nil, &sys.Error{Op: "rxe map CQ", Err: fmt.Errorf("%d-byte completions, want %d", ring.slotSize(), abi.SizeofWC)}
+		return nil, err
 	}
-	return &rxeCQ{p: p, ring: ring}, nil
+	return q, nil
 }
 
-func (q *rxeCQ) poll(wc []WorkCompletion) int {
-	n, failed := q.take(wc)
-	if failed {
-		q.sawErrors(wc[:n])
-	}
-	return n
-}
-
-// take moves up to len(wc) completions from the ring into wc and
-// reports whether any is in error (for sawErrors). It calls nothing, so
-// nothing in its loop is saved around a call; CQ.Poll calls it directly.
-func (q *rxeCQ) take(wc []WorkCompletion) (n int, failed bool) {
-	r := q.ring
-	h := r.hdr
+// poll moves up to len(wc) completions from the ring into wc. CQ.Poll
+// has the same loop written out for a CQ without a lock; this is the
+// interface's, under the CQ's lock.
+func (q *rxeCQ) poll(wc []WorkCompletion) (n int) {
+	h := q.hdr
 	prod := atomic.LoadUint32(&h.ProducerIndex)
 	cons := atomic.LoadUint32(&h.ConsumerIndex)
 	var status uint32
 	for ; n < len(wc) && cons != prod; n++ {
-		e := mmio.At[abi.WC](r.data, r.slot(cons))
-		// Field by field: a composite literal is built on the stack
-		// and copied, 28 more instructions per completion (callgrind);
-		// the compiler merges neighbouring fields into 8-byte moves.
-		// TestRxePollWritesEveryField catches a field left out.
-		w := &wc[n]
-		w.WRID, w.Status, w.Opcode = e.WRID, WCStatus(e.Status), WCOpcode(e.Opcode)
-		w.VendorErr, w.ByteLen, w.QPNum, w.SrcQP = e.VendorErr, e.ByteLen, e.QPNum, e.SrcQP
-		k := e.WCFlags
-		w.Flags = wcFlagsOf[k&(1<<len(ibWCBits)-1)]
-		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = e.PKeyIndex, e.SLID, e.SL, e.DLIDPathBits, int(e.PortNum)
-		w.Imm, w.InvalidatedRKey = 0, 0
-		if k&(ibWCWithImm|ibWCWithInvalidate) != 0 {
-			ex := *e.Ex.ImmData()
-			if k&ibWCWithImm != 0 {
-				w.Imm = be32(ex)
-			}
-			if k&ibWCWithInvalidate != 0 {
-				w.InvalidatedRKey = ex
-			}
-		}
-		status |= e.Status
-		cons = (cons + 1) & r.mask
+		status |= wc[n].fromRxe(q.wcs.Slot(cons))
+		cons = (cons + 1) & q.wcs.Mask()
 	}
 	if n > 0 {
+		if status != 0 {
+			q.sawErrors(cons, n)
+		}
 		atomic.StoreUint32(&h.ConsumerIndex, cons)
 	}
-	return n, status != 0
+	return n
 }
 
-// sawErrors tells the context of the completions in error among wc: the
-// device may have moved their QPs to ERR. It is the only work Poll does
-// for an error, and only then.
-func (q *rxeCQ) sawErrors(wc []WorkCompletion) {
-	for i := range wc {
-		if wc[i].Status != 0 {
-			q.p.ctx.sawErrorCompletion(wc[i].QPNum)
+// fromRxe fills w from rxe's completion e and returns its status. It is
+// one block copy (abi.CopyWC: WorkCompletion starts with ib_uverbs_wc's
+// layout, and WCFlags are the kernel's bits); then Imm, the union at
+// ex, turns to host order if it is immediate data (it stays as it is if
+// it is an invalidated rkey, and becomes 0 if it is neither), and the
+// port widens to an int. Small enough to be inlined into the loops.
+// TestRxePollWritesEveryField catches a field it misses.
+func (w *WorkCompletion) fromRxe(e *abi.WC) uint32 {
+	abi.CopyWC(w, e)
+	w.PortNum = int(e.PortNum)
+	if k := e.WCFlags; k&(ibWCWithImm|ibWCWithInvalidate) == 0 {
+		w.Imm = 0
+	} else if k&ibWCWithImm != 0 {
+		w.Imm = be32(w.Imm)
+	}
+	return e.Status
+}
+
+// sawErrors tells the context of the completions in error among the n
+// in the ring before index next, before the consumer index moves past
+// them: the device may have moved their QPs to ERR. It is the only work
+// Poll does for an error, and only then.
+func (q *rxeCQ) sawErrors(next uint32, n int) {
+	for i := range uint32(n) {
+		if e := q.wcs.Slot(next - uint32(n) + i); e.Status != 0 {
+			q.p.ctx.sawErrorCompletion(e.QPNum)
 		}
 	}
 }
 
 // The kernel's enum ib_wc_flags, which rxe writes into user completions
-// as they are. They differ from ibv_wc_flags (WCFlags) in two bits:
-// invalidate is bit 2 there and bit 3 here, IP checksum OK the reverse.
-// (libibverbs copies rxe's flags unchanged, so its users see a
-// SEND_WITH_INV receive as IBV_WC_IP_CSUM_OK.)
+// and WCFlags has as they are.
 const (
-	ibWCGRH            = 1 << 0
-	ibWCWithImm        = 1 << 1
-	ibWCWithInvalidate = 1 << 2
-	ibWCIPCsumOK       = 1 << 3
+	ibWCWithImm        = uint32(WCWithImm)
+	ibWCWithInvalidate = uint32(WCWithInv)
 )
-
-// ibWCBits are the kernel's flags that WCFlags has, in bit order.
-var ibWCBits = [...]uint32{ibWCGRH, ibWCWithImm, ibWCWithInvalidate, ibWCIPCsumOK}
-
-// wcFlagsOf is wcFlags of every combination of ibWCBits: Poll converts
-// with one load.
-var wcFlagsOf = func() (t [1 << len(ibWCBits)]WCFlags) {
-	for k := range t {
-		t[k] = wcFlags(uint32(k))
-	}
-	return t
-}()
-
-// wcFlags converts the kernel's completion flags to WCFlags; the bits
-// neither knows (SMAC, VLAN, network header type) are dropped.
-func wcFlags(k uint32) WCFlags {
-	f := WCFlags(k & (ibWCGRH | ibWCWithImm))
-	if k&ibWCWithInvalidate != 0 {
-		f |= WCWithInv
-	}
-	if k&ibWCIPCsumOK != 0 {
-		f |= WCIPCsumOK
-	}
-	return f
-}
 
 func (q *rxeCQ) resizeDriverOutLen() int { return int(abiSize[abi.RXEResizeCQResp]()) }
 
@@ -255,7 +233,10 @@ func (q *rxeCQ) resized(out []byte) error {
 	if err != nil {
 		return err
 	}
-	q.ring = ring
+	if err := q.setRing(ring); err != nil {
+		ring.unmap()
+		return err
+	}
 	return old.unmap()
 }
 
@@ -382,7 +363,13 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 	r, first := q.sq, wr
 	for ; wr != nil; wr = wr.Next {
 		op := wr.Opcode
-		if op == WRFlush && q.flushOK(wr) {
+		if op >= WROpcode(len(q.plain)) || !q.plain[op] || wr.Flags&SendInline != 0 || len(wr.SGL) > q.maxSGE {
+			if op != WRFlush || !q.flushOK(wr) {
+				if err := q.postOneSend(wr); err != nil {
+					return q.postFailed(first, wr, err)
+				}
+				continue
+			}
 			// FLUSH, built here too: QP.checkSend's checks, each once.
 			prod, ok := r.next(q.maxWR)
 			if !ok {
@@ -400,12 +387,6 @@ func (q *rxeQP) postSend(wr *SendWR) error {
 			w.DMA.Length, w.DMA.Resid, w.DMA.CurSGE, w.DMA.NumSGE = n, n, 0, 0
 			w.DMA.SGEOffset, w.DMA.Reserved = 0, 0
 			atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
-			continue
-		}
-		if op >= WROpcode(len(q.plain)) || !q.plain[op] || wr.Flags&SendInline != 0 || len(wr.SGL) > q.maxSGE {
-			if err := q.postOneSend(wr); err != nil {
-				return q.postFailed(first, wr, err)
-			}
 			continue
 		}
 		// Built here, not in a function of its own: the call would

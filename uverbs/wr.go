@@ -224,40 +224,58 @@ func (o WCOpcode) String() string {
 	return fmt.Sprintf("WCOpcode(%d)", uint32(o))
 }
 
-// WCFlags describe a work completion (ibv_wc_flags).
+// WCFlags describe a work completion. The bits are the kernel's
+// (enum ib_wc_flags, what every provider's completion carries), which
+// differ from libibverbs' ibv_wc_flags in two places: WCWithInv is 1<<2
+// here and IBV_WC_WITH_INV 1<<3, WCIPCsumOK the reverse. Test the bits by
+// name.
 type WCFlags uint32
 
 const (
-	WCWithGRH  WCFlags = 1 << 0 // a UD receive carries a 40-byte GRH first
-	WCWithImm  WCFlags = 1 << 1 // Imm is valid
-	WCIPCsumOK WCFlags = 1 << 2
-	WCWithInv  WCFlags = 1 << 3 // InvalidatedRKey is valid
+	WCWithGRH            WCFlags = 1 << 0 // a UD receive carries a 40-byte GRH first
+	WCWithImm            WCFlags = 1 << 1 // Imm is valid
+	WCWithInv            WCFlags = 1 << 2 // Imm is the invalidated rkey
+	WCIPCsumOK           WCFlags = 1 << 3
+	WCWithSMAC           WCFlags = 1 << 4
+	WCWithVLAN           WCFlags = 1 << 5
+	WCWithNetworkHdrType WCFlags = 1 << 6
 )
 
 func (f WCFlags) String() string {
-	return flagString(uint64(f), []string{"GRH", "WITH_IMM", "IP_CSUM_OK", "WITH_INV"})
+	return flagString(uint64(f), []string{"GRH", "WITH_IMM", "WITH_INV", "IP_CSUM_OK", "WITH_SMAC", "WITH_VLAN", "WITH_NETWORK_HDR_TYPE"})
 }
 
-// WorkCompletion is one completed work request (ibv_wc).
+// WorkCompletion is one completed work request (ibv_wc). Its first 46
+// bytes are laid out as the kernel's struct ib_uverbs_wc, so a provider
+// whose device writes that struct (rxe) copies them as one block; the
+// field order is part of that and must not change.
 type WorkCompletion struct {
 	WRID      uint64
 	Status    WCStatus
 	Opcode    WCOpcode
 	VendorErr uint32
 	ByteLen   uint32
-	// Imm is the immediate data, host order, when Flags has WCWithImm.
-	Imm uint32
-	// InvalidatedRKey is the rkey a SEND_WITH_INV invalidated, when Flags
-	// has WCWithInv.
-	InvalidatedRKey uint32
-	QPNum           uint32
-	SrcQP           uint32
-	Flags           WCFlags
-	PKeyIndex       uint16
-	SLID            uint16
-	SL              uint8
-	DLIDPathBits    uint8
-	PortNum         int // the port a directed-route SMP arrived on (switches); 0 otherwise
+	// Imm is, as in ibv_wc's union, the immediate data (host order)
+	// when Flags has WCWithImm, the rkey a SEND_WITH_INV invalidated
+	// when Flags has WCWithInv (see InvalidatedRKey), and 0 otherwise.
+	Imm          uint32
+	QPNum        uint32
+	SrcQP        uint32
+	Flags        WCFlags
+	PKeyIndex    uint16
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
+	PortNum      int // the port a directed-route SMP arrived on (switches); 0 otherwise
+}
+
+// InvalidatedRKey is the rkey that the SEND_WITH_INV w completes
+// invalidated (Imm, when Flags has WCWithInv), or 0.
+func (w *WorkCompletion) InvalidatedRKey() uint32 {
+	if w.Flags&WCWithInv == 0 {
+		return 0
+	}
+	return w.Imm
 }
 
 // flagString prints set bits by name, unknown ones in hex.

@@ -17,3 +17,25 @@ func BytesOfSlice[T any](s []T) []byte {
 	var zero T
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(zero)))
 }
+
+// CopyWC copies a whole ib_uverbs_wc to the front of *dst, a Go struct
+// that begins with the same layout (uverbs.WorkCompletion, whose layout
+// test checks that; the bytes past dlid_path_bits land in its padding).
+// It is three 16-byte moves, no call and no check.
+func CopyWC[T any](dst *T, src *WC) {
+	if unsafe.Sizeof(*dst) < unsafe.Sizeof(*src) {
+		panic("abi.CopyWC: destination smaller than ib_uverbs_wc")
+	}
+	*(*wcWords)(unsafe.Pointer(dst)) = *(*wcWords)(unsafe.Pointer(src))
+}
+
+// wcWords is ib_uverbs_wc as words: the compiler copies a struct of
+// words with vector moves, a byte array of the same size with a call
+// to memmove.
+type wcWords struct{ a, b, c, d, e, f uint64 }
+
+// wcWords is exactly as large as WC.
+var (
+	_ [unsafe.Sizeof(WC{}) - unsafe.Sizeof(wcWords{})]byte
+	_ [unsafe.Sizeof(wcWords{}) - unsafe.Sizeof(WC{})]byte
+)
