@@ -60,7 +60,7 @@ func run() int {
 	var adds multiFlag
 	fs.Var(&adds, "add", "with -empty-root: a static host file to put in the VM, as HOST or HOST:GUEST (default GUEST /bin/BASE) (repeatable)")
 	quiet := fs.Bool("q", false, "do not print the timing line")
-	gotest := fs.Bool("gotest", false, "CMD is a go test binary (go test -exec): the timeout follows -test.timeout plus 2m, and the binary's folder is writable")
+	gotest := fs.Bool("gotest", false, "CMD is a go test binary (go test -exec): the timeout follows -test.timeout plus 50s (inside go test's own minute), and the binary's folder is writable")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: rxevm [flags] -- CMD [ARGS...]\n")
 		fs.PrintDefaults()
@@ -124,16 +124,23 @@ func envOr(name, def string) string {
 
 // adaptToGoTest fits the run to a go test binary: the VM outlives the
 // test's own -test.timeout (whose panic names the stuck test) by the boot
-// time, and the binary's folder takes -coverprofile and similar outputs.
+// time, but not go test's own limit (-timeout plus a minute), so that a
+// VM killed for time says so, with its console, before go test kills
+// rxevm without a word; and the binary's folder takes -coverprofile and
+// similar outputs.
+// goTestSlack is how long past -test.timeout a test VM may run: boot and
+// power off (10-20 s here), inside the minute go test adds.
+const goTestSlack = 50 * time.Second
+
 func adaptToGoTest(cfg *vm.Config) error {
-	cfg.Timeout = 10*time.Minute + 2*time.Minute
+	cfg.Timeout = 10*time.Minute + goTestSlack
 	for _, a := range cfg.Args[1:] {
 		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return fmt.Errorf("bad %s: %w", a, err)
 			}
-			cfg.Timeout = d + 2*time.Minute
+			cfg.Timeout = d + goTestSlack
 			if d == 0 {
 				cfg.Timeout = 0
 			}

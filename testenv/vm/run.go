@@ -200,16 +200,28 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		"-virtfs", "local,path="+out+",mount_tag=out,security_model=none",
 	)
 	args = append(args, virtfs...)
-	console := &consoleFilter{start: []byte("\nRXEVM-START-" + gc.Marker + "\n"), end: []byte("\nRXEVM-END-" + gc.Marker + "\n"), out: cfg.Stdout, verbose: cfg.Verbose}
-	runErr, qemuErr, total := runQEMU(ctx, args, console, &res)
+	console := &consoleFilter{start: []byte("\nRXEVM-START-" + gc.Marker + "\n"), end: []byte("\nRXEVM-END-" + gc.Marker + "\n"), out: cfg.Stdout, verbose: cfg.Verbose,
+		startedCh: make(chan struct{}), endedCh: make(chan struct{})}
+	qctx, kill := context.WithCancel(ctx)
+	defer kill()
+	dog := watch(console, kill, bootLimit, powerOffLimit)
+	runErr, qemuErr, total := runQEMU(qctx, args, console, &res)
 	res.Total = total
+	bit := dog.stop()
 
 	if ctx.Err() != nil {
 		res.ExitCode = ExitTimeout
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return res, false, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed", cfg.Timeout, k.Release)
+			return res, false, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed%s", cfg.Timeout, k.Release, console.tail())
 		}
 		return res, false, fmt.Errorf("rxevm: interrupted; the VM was killed")
+	}
+	switch bit {
+	case dogBoot:
+		return res, true, fmt.Errorf("rxevm: the VM did not start the command within %v of starting QEMU; it was killed (kernel %s)%s", bootLimit, k.Release, console.tail())
+	case dogPowerOff:
+		// The command ran and ended; what it reported is read below.
+		fmt.Fprintf(cfg.Stderr, "rxevm: the VM did not power off within %v of the command's end; it was killed (kernel %s)\n", powerOffLimit, k.Release)
 	}
 	if cfg.Dmesg {
 		if b, err := os.ReadFile(filepath.Join(out, "dmesg")); err == nil {
@@ -243,6 +255,71 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		why += fmt.Sprintf(" (qemu: %v %s)", runErr, qemuErr)
 	}
 	return res, res.Boot == 0, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
+}
+
+// Watchdog limits. A boot reaches the command in 5-20 s here, and the
+// guest powers off within a second or two of the command's end; a VM past
+// either limit has hung (seen once, 2026-11-24: a VM of a package whose
+// tests take milliseconds on the host ran until go test killed it after
+// 11 minutes, with nothing printed). A hung boot is retried like a boot
+// that failed; a hung power-off is killed and the command's status read.
+const (
+	bootLimit     = 3 * time.Minute
+	powerOffLimit = time.Minute
+)
+
+// A watchdog's verdicts.
+const (
+	dogNone = iota
+	dogBoot
+	dogPowerOff
+)
+
+type watchdog struct {
+	done chan struct{}
+	bit  chan int
+}
+
+// watch kills the VM (kill) when the console's start marker has not
+// passed within boot of now, or the VM is still running power off after
+// the end marker.
+func watch(c *consoleFilter, kill func(), boot, powerOff time.Duration) *watchdog {
+	w := &watchdog{done: make(chan struct{}), bit: make(chan int, 1)}
+	go func() {
+		bit := dogNone
+		defer func() { w.bit <- bit }()
+		t := time.NewTimer(boot)
+		defer t.Stop()
+		select {
+		case <-c.startedCh:
+		case <-w.done:
+			return
+		case <-t.C:
+			bit = dogBoot
+			kill()
+			return
+		}
+		select {
+		case <-c.endedCh:
+		case <-w.done:
+			return
+		}
+		t.Reset(powerOff)
+		select {
+		case <-w.done:
+		case <-t.C:
+			bit = dogPowerOff
+			kill()
+		}
+	}()
+	return w
+}
+
+// stop ends the watch once QEMU has exited and says whether it killed
+// the VM, and why.
+func (w *watchdog) stop() int {
+	close(w.done)
+	return <-w.bit
 }
 
 // pmemMB is the size of the VM's NVDIMM.
@@ -279,6 +356,9 @@ type consoleFilter struct {
 	verbose    bool
 	started    func()
 	keepAll    bool // keep the whole console in raw
+	// startedCh and endedCh, when set, are closed when the start and the
+	// end marker pass (boot's watchdog waits on them).
+	startedCh, endedCh chan struct{}
 
 	state   int // 0 boot, 1 command, 2 after
 	pending []byte
@@ -306,6 +386,9 @@ func (c *consoleFilter) Write(p []byte) (int, error) {
 				if c.started != nil {
 					c.started()
 				}
+				if c.startedCh != nil {
+					close(c.startedCh)
+				}
 				continue
 			}
 			n := len(c.pending) - overlap(c.pending, c.start)
@@ -316,6 +399,9 @@ func (c *consoleFilter) Write(p []byte) (int, error) {
 				c.out.Write(c.pending[:i])
 				c.pending = c.pending[i+len(c.end):]
 				c.state = 2
+				if c.endedCh != nil {
+					close(c.endedCh)
+				}
 				continue
 			}
 			n := len(c.pending) - overlap(c.pending, c.end)

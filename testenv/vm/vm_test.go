@@ -2,11 +2,14 @@ package vm
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -178,4 +181,47 @@ func names(ms []module) []string {
 		s = append(s, m.name)
 	}
 	return s
+}
+
+// TestWatchdog: a VM whose console never shows the start marker is killed
+// at the boot limit, one that does not power off after the end marker at
+// the power-off limit, and one that exits in time is left alone.
+func TestWatchdog(t *testing.T) {
+	const short, long = 20 * time.Millisecond, time.Hour
+	run := func(start, end bool, boot, off time.Duration, exitAfter time.Duration) (bit int, killed bool) {
+		c := &consoleFilter{start: []byte("\nS\n"), end: []byte("\nE\n"), out: io.Discard,
+			startedCh: make(chan struct{}), endedCh: make(chan struct{})}
+		kill := make(chan struct{})
+		var once sync.Once
+		w := watch(c, func() { once.Do(func() { close(kill) }) }, boot, off)
+		if start {
+			c.Write([]byte("boot\nS\n"))
+		}
+		if end {
+			c.Write([]byte("out\nE\n"))
+		}
+		select { // QEMU: exits when killed, or by itself after exitAfter
+		case <-kill:
+			killed = true
+		case <-time.After(exitAfter):
+		}
+		return w.stop(), killed
+	}
+	for _, c := range []struct {
+		name       string
+		start, end bool
+		boot, off  time.Duration
+		exitAfter  time.Duration
+		bit        int
+	}{
+		{"boot hangs", false, false, short, long, time.Minute, dogBoot},
+		{"power-off hangs", true, true, long, short, time.Minute, dogPowerOff},
+		{"command runs long", true, false, short, short, 100 * time.Millisecond, dogNone},
+		{"clean exit", true, true, long, long, 10 * time.Millisecond, dogNone},
+	} {
+		bit, killed := run(c.start, c.end, c.boot, c.off, c.exitAfter)
+		if bit != c.bit || killed != (c.bit != dogNone) {
+			t.Errorf("%s: verdict %d, killed %v; want %d, killed %v", c.name, bit, killed, c.bit, c.bit != dogNone)
+		}
+	}
 }
