@@ -15,6 +15,9 @@
 //     StoreUint32 makes the entry visible before the index.
 //   - At gives typed access to a mapped structure (plain loads and
 //     stores, no ordering): fill entries through it, then publish.
+//   - Ring views a queue of equal slots (a power of two of them), its
+//     bounds checked once by NewRing, so that Slot(i) is an AND, a
+//     multiply and an add: what a poll loop uses per entry.
 //
 // Go's sync/atomic operations are sequentially consistent, which is
 // stronger than acquire/release; that is what these use. On amd64 an
