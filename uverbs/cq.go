@@ -225,7 +225,7 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq == nil || cq.rxe == nil {
 		return cq.pollSlow(wc)
 	}
-	// rxe without a lock: rxeCQ.take's loop, written out here (a call
+	// rxe without a lock: rxeCQ.poll's loop, written out here (a call
 	// and a frame less, see docs/performance.md).
 	q := cq.rxe
 	h := q.hdr
