@@ -11,41 +11,78 @@ import (
 // TestPollErrorMarksQP: Poll returning a completion in error marks its
 // QP as maybe in ERR (the next PostRecv asks the kernel); successful
 // completions and unknown QP numbers change nothing, and neither branch
-// allocates.
+// allocates. Both loops: CQ.Poll's (a CQ with a TD), which reads the QP
+// numbers back from the ring, and the interface's (locked); an error
+// that is not the last completion of a poll, and one in a poll that
+// wraps the ring, mark their QP too.
 func TestPollErrorMarksQP(t *testing.T) {
-	c := &Context{}
-	qp := &QP{num: 0x11}
-	qp.state.Store(uint32(QPStateRTS))
-	c.qps.add(qp)
-	r := fakeCQRing(t, 8)
-	q := fakeRxeCQ(t, &rxeProvider{ctx: c}, r)
-	put := func(e abi.WC) {
-		*mmio.At[abi.WC](r.data, r.slot(r.hdr.ProducerIndex)) = e
-		r.hdr.ProducerIndex = (r.hdr.ProducerIndex + 1) & r.mask
-	}
-	wc := make([]WorkCompletion, 4)
-	put(abi.WC{WRID: 1, Status: uint32(WCSuccess), QPNum: 0x11})
-	put(abi.WC{WRID: 2, Status: uint32(WCRemAccessErr), QPNum: 0x99}) // no such QP
-	if n := q.poll(wc); n != 2 {
-		t.Fatalf("poll = %d, want 2", n)
-	}
-	if s := qp.state.Load(); s != uint32(QPStateRTS) {
-		t.Fatalf("state %#x after successful completions, want RTS unmarked", s)
-	}
-	put(abi.WC{WRID: 3, Status: uint32(WCWRFlushErr), QPNum: 0x11})
-	if n := q.poll(wc); n != 1 {
-		t.Fatalf("poll = %d, want 1", n)
-	}
-	if s := qp.state.Load(); s&qpErrSeen == 0 || qp.State() != QPStateRTS {
-		t.Errorf("state %#x after a completion in error: want RTS with the error mark", s)
-	}
-	allocs := testing.AllocsPerRun(100, func() {
-		put(abi.WC{WRID: 4, Status: uint32(WCRetryExcErr), QPNum: 0x11})
-		put(abi.WC{WRID: 5, QPNum: 0x11})
-		q.poll(wc)
-	})
-	if allocs != 0 {
-		t.Errorf("poll of completions in error allocates %v times", allocs)
+	for _, path := range []string{"CQ.Poll", "rxeCQ.poll"} {
+		t.Run(path, func(t *testing.T) {
+			c := &Context{}
+			qp := &QP{num: 0x11}
+			qp.state.Store(uint32(QPStateRTS))
+			c.qps.add(qp)
+			r := fakeCQRing(t, 8)
+			q := fakeRxeCQ(t, &rxeProvider{ctx: c}, r)
+			cq := &CQ{rxe: q}
+			poll := func(wc []WorkCompletion) int {
+				if path == "rxeCQ.poll" {
+					return q.poll(wc)
+				}
+				n, err := cq.Poll(wc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			put := func(e abi.WC) {
+				*mmio.At[abi.WC](r.data, r.slot(r.hdr.ProducerIndex)) = e
+				r.hdr.ProducerIndex = (r.hdr.ProducerIndex + 1) & r.mask
+			}
+			marked := func(what string, want bool) {
+				t.Helper()
+				s := qp.state.Load()
+				if got := s&qpErrSeen != 0; got != want || qp.State() != QPStateRTS {
+					t.Fatalf("%s: state %#x, want RTS, error mark %v", what, s, want)
+				}
+				qp.state.Store(uint32(QPStateRTS))
+			}
+			wc := make([]WorkCompletion, 4)
+			put(abi.WC{WRID: 1, Status: uint32(WCSuccess), QPNum: 0x11})
+			put(abi.WC{WRID: 2, Status: uint32(WCRemAccessErr), QPNum: 0x99}) // no such QP
+			if n := poll(wc); n != 2 {
+				t.Fatalf("poll = %d, want 2", n)
+			}
+			marked("after successful completions", false)
+			put(abi.WC{WRID: 3, Status: uint32(WCWRFlushErr), QPNum: 0x11})
+			if n := poll(wc); n != 1 {
+				t.Fatalf("poll = %d, want 1", n)
+			}
+			marked("after a completion in error", true)
+			put(abi.WC{WRID: 4, Status: uint32(WCWRFlushErr), QPNum: 0x11})
+			put(abi.WC{WRID: 5, QPNum: 0x99})
+			if n := poll(wc); n != 2 {
+				t.Fatalf("poll = %d, want 2", n)
+			}
+			marked("after an error followed by a success", true)
+			// The ring empty at its last slot: the error is in slot 7,
+			// the success after it in slot 0.
+			r.hdr.ProducerIndex, r.hdr.ConsumerIndex = 7, 7
+			put(abi.WC{WRID: 6, Status: uint32(WCRetryExcErr), QPNum: 0x11})
+			put(abi.WC{WRID: 7, QPNum: 0x99})
+			if n := poll(wc); n != 2 || wc[0].WRID != 6 || wc[1].WRID != 7 {
+				t.Fatalf("poll across the wrap = %d (WRIDs %d, %d), want 2 (6, 7)", n, wc[0].WRID, wc[1].WRID)
+			}
+			marked("after an error in a poll that wrapped", true)
+			allocs := testing.AllocsPerRun(100, func() {
+				put(abi.WC{WRID: 4, Status: uint32(WCRetryExcErr), QPNum: 0x11})
+				put(abi.WC{WRID: 5, QPNum: 0x11})
+				poll(wc)
+			})
+			if allocs != 0 {
+				t.Errorf("poll of completions in error allocates %v times", allocs)
+			}
+		})
 	}
 }
 

@@ -196,9 +196,9 @@ func (q *rxeCQ) poll(wc []WorkCompletion) (n int) {
 func (w *WorkCompletion) fromRxe(e *abi.WC) uint32 {
 	abi.CopyWC(w, e)
 	w.PortNum = int(e.PortNum)
-	if k := e.WCFlags; k&(ibWCWithImm|ibWCWithInvalidate) == 0 {
+	if k := WCFlags(e.WCFlags); k&(WCWithImm|WCWithInv) == 0 {
 		w.Imm = 0
-	} else if k&ibWCWithImm != 0 {
+	} else if k&WCWithImm != 0 {
 		w.Imm = be32(w.Imm)
 	}
 	return e.Status
@@ -215,13 +215,6 @@ func (q *rxeCQ) sawErrors(next uint32, n int) {
 		}
 	}
 }
-
-// The kernel's enum ib_wc_flags, which rxe writes into user completions
-// and WCFlags has as they are.
-const (
-	ibWCWithImm        = uint32(WCWithImm)
-	ibWCWithInvalidate = uint32(WCWithInv)
-)
 
 func (q *rxeCQ) resizeDriverOutLen() int { return int(abiSize[abi.RXEResizeCQResp]()) }
 

@@ -122,16 +122,16 @@ func envOr(name, def string) string {
 	return def
 }
 
+// goTestSlack is how long past -test.timeout a test VM may run: boot and
+// power off (10-20 s here), inside the minute go test adds.
+const goTestSlack = 50 * time.Second
+
 // adaptToGoTest fits the run to a go test binary: the VM outlives the
 // test's own -test.timeout (whose panic names the stuck test) by the boot
 // time, but not go test's own limit (-timeout plus a minute), so that a
 // VM killed for time says so, with its console, before go test kills
 // rxevm without a word; and the binary's folder takes -coverprofile and
 // similar outputs.
-// goTestSlack is how long past -test.timeout a test VM may run: boot and
-// power off (10-20 s here), inside the minute go test adds.
-const goTestSlack = 50 * time.Second
-
 func adaptToGoTest(cfg *vm.Config) error {
 	cfg.Timeout = 10*time.Minute + goTestSlack
 	for _, a := range cfg.Args[1:] {
