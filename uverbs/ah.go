@@ -3,15 +3,18 @@ package uverbs
 import (
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // AH is an address handle (ibv_ah): the destination of UD sends.
 type AH struct {
+	// pv is what the provider keeps of the AH. It is the first field:
+	// a work request's AH is seen by the provider as a *provider.AH
+	// (TestProviderViews).
+	pv provider.AH
 	resource
 	pd   *PD
 	attr AHAttr
-	num  uint32 // rxe: the kernel's AH index, carried in UD send WQEs
-	drv  any    // mlx5: the address vector UD sends copy
 }
 
 // CreateAH creates an address handle (ibv_create_ah). On RoCE the
@@ -29,7 +32,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	}
 	ah := &AH{pd: pd, attr: attr}
 	ah.resource = resource{ctx: c, kind: "AH"}
-	drvLen := c.prov.ahDriverOutLen()
+	drvLen := c.prov.AHDriverOutLen()
 	resp := make([]byte, abi.OffsetofCreateAHRespDriverData+drvLen)
 	req := abi.CreateAH{PDHandle: pd.handle, Attr: abi.AHAttr{
 		GRH: abi.GlobalRoute{DGID: attr.GRH.DGID, FlowLabel: attr.GRH.FlowLabel, SGIDIndex: attr.GRH.SGIDIndex,
@@ -49,7 +52,11 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		m.Handle(abi.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
 		return m.Exec(c.fd, c.driverID)
 	}
-	if err := c.prov.ahCreated(ah, resp[abi.OffsetofCreateAHRespDriverData:]); err != nil {
+	g := attr.GRH
+	pattr := provider.AHAttr{DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
+		IsGlobal: attr.IsGlobal, PortNum: uint8(attr.PortNum), DGID: g.DGID, FlowLabel: g.FlowLabel,
+		SGIDIndex: g.SGIDIndex, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
+	if err := c.prov.AHCreated(&ah.pv, &pattr, resp[abi.OffsetofCreateAHRespDriverData:]); err != nil {
 		destroy()
 		return nil, err
 	}

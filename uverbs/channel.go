@@ -9,6 +9,7 @@ import (
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/evfd"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // CompChannel is a completion channel (ibv_comp_channel): a file
@@ -151,8 +152,8 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		ch.mu.Unlock()
 		if cq != nil { // nil: a CQ destroyed after the event was queued
 			cq.events.Add(1)
-			if e, ok := cq.q.(cqEventer); ok {
-				e.event()
+			if e, ok := cq.q.(provider.CQEventer); ok {
+				e.Event()
 			}
 			return cq, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/purerdma/rdma/internal/evfd"
 	"github.com/purerdma/rdma/internal/rdmanl"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // Context is an open RDMA device (ibv_context): the command file
@@ -28,7 +29,7 @@ type Context struct {
 	numCompVectors int
 	coreSupport    uint64
 	async          *evfd.File
-	prov           provider
+	prov           provider.Provider
 	log            *slog.Logger
 	objects        registry
 	qps            qpTable // by QP number, for Poll's error branch
@@ -82,11 +83,11 @@ func (d Device) Open(opts *OpenOptions) (*Context, error) {
 		return nil, err
 	}
 	if err := c.allocAsyncFD(); err != nil {
-		c.prov.close()
+		c.prov.Close()
 		fd.Close()
 		return nil, err
 	}
-	c.log.Debug("uverbs: opened", "driver", c.prov.name(), "driver_id", driverID, "comp_vectors", c.numCompVectors)
+	c.log.Debug("uverbs: opened", "driver", c.prov.Name(), "driver_id", driverID, "comp_vectors", c.numCompVectors)
 	return c, nil
 }
 
@@ -134,7 +135,7 @@ func (c *Context) getContext() error {
 	m.Out(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, abi.Bytes(&ncv))
 	m.Out(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, abi.Bytes(&core))
 	var drvOut []byte
-	if in, outLen := c.prov.contextDriverData(); in != nil || outLen > 0 {
+	if in, outLen := c.prov.ContextDriverData(); in != nil || outLen > 0 {
 		m.In(abi.UVERBS_ATTR_UHW_IN, in)
 		drvOut = make([]byte, outLen)
 		m.Out(abi.UVERBS_ATTR_UHW_OUT, drvOut)
@@ -143,7 +144,7 @@ func (c *Context) getContext() error {
 		return err
 	}
 	if drvOut != nil {
-		if err := c.prov.contextCreated(drvOut); err != nil {
+		if err := c.prov.ContextCreated(drvOut); err != nil {
 			return err
 		}
 	}
@@ -193,7 +194,7 @@ func (c *Context) Provider() string {
 	if _, none := c.prov.(noProvider); none {
 		return ""
 	}
-	return c.prov.name()
+	return c.prov.Name()
 }
 
 // NumCompVectors is how many completion vectors the device has.
@@ -259,7 +260,7 @@ func (c *Context) Close() error {
 			break
 		}
 	}
-	c.prov.close()
+	c.prov.Close()
 	if err := c.async.Close(); err != nil && first == nil {
 		first = err
 	}

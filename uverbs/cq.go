@@ -7,6 +7,8 @@ import (
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
 // CQConfig describes a completion queue.
@@ -41,10 +43,11 @@ type CQ struct {
 	resource
 	mu    sync.Mutex
 	locks bool
-	q     cqQueue
+	q     provider.CQQueue
+	pv    provider.CQ // what the provider knows of the CQ
 	// rxe is q when q is rxe's and the CQ has a TD (no lock), while it
 	// is open: Poll's direct path, one load and test (destroy clears it).
-	rxe        *rxeCQ
+	rxe        *rxe.CQ
 	size       int
 	channel    *CompChannel
 	td         *TD
@@ -91,14 +94,14 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	userHandle := c.newUserHandle(cq)
 	cq.userHandle = userHandle
 
-	req, err := c.prov.cqDriverData(cfg.Size)
+	req, err := c.prov.CQDriverData(cfg.Size)
 	if err != nil {
 		c.dropUserHandle(userHandle)
 		return nil, err
 	}
 	size := cfg.Size
-	if req.size != 0 {
-		size = req.size
+	if req.Size != 0 {
+		size = req.Size
 	}
 	var respCQE uint32
 	m := sys.NewMethod("uverbs CQ_CREATE", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
@@ -114,21 +117,25 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	m.Optional()
 	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
-		req.abort()
+		req.Abort()
 		c.dropUserHandle(userHandle)
 		return nil, err
 	}
 	cq.handle = uint32(m.Result(h))
 	cq.size = int(respCQE)
 	cq.closer = cq.destroy
-	q, err := c.prov.newCQ(cq, req, driverOut)
+	cq.pv.Handle = cq.handle
+	if cq.locks {
+		cq.pv.Lock = &cq.mu
+	}
+	q, err := c.prov.NewCQ(&cq.pv, req, driverOut)
 	if err != nil {
 		cq.destroy()
-		req.abort()
+		req.Abort()
 		return nil, err
 	}
 	cq.q = q
-	if r, ok := q.(*rxeCQ); ok && !cq.locks {
+	if r, ok := q.(*rxe.CQ); ok && !cq.locks {
 		cq.rxe = r
 	}
 	if cfg.Channel != nil {
@@ -153,14 +160,14 @@ func (c *Context) checkCQSize(op, field string, size int) error {
 
 // driverData adds the provider's driver data to a create method and
 // returns the buffer the kernel fills.
-func (c *Context) driverData(m *sys.Method, req *driverReq) []byte {
-	if len(req.in) > 0 {
-		m.In(abi.UVERBS_ATTR_UHW_IN, req.in)
+func (c *Context) driverData(m *sys.Method, req *provider.DriverReq) []byte {
+	if len(req.In) > 0 {
+		m.In(abi.UVERBS_ATTR_UHW_IN, req.In)
 	}
-	if req.outLen == 0 {
+	if req.OutLen == 0 {
 		return nil
 	}
-	out := make([]byte, req.outLen)
+	out := make([]byte, req.OutLen)
 	m.Out(abi.UVERBS_ATTR_UHW_OUT, out)
 	return out
 }
@@ -182,7 +189,7 @@ func (cq *CQ) destroy() error {
 		cq.rxe = nil
 	}
 	if cq.q != nil {
-		err = cq.q.unmap()
+		err = cq.q.Unmap()
 	}
 	cq.ctx.dropUserHandle(cq.userHandle)
 	if cq.channel != nil {
@@ -225,20 +232,20 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq == nil || cq.rxe == nil {
 		return cq.pollSlow(wc)
 	}
-	// rxe without a lock: rxeCQ.poll's loop, written out here (a call
+	// rxe without a lock: rxe.CQ.Poll's loop, written out here (a call
 	// and a frame less, see docs/performance.md).
 	q := cq.rxe
-	h := q.hdr
+	h := q.Hdr
 	prod := atomic.LoadUint32(&h.ProducerIndex)
 	cons := atomic.LoadUint32(&h.ConsumerIndex)
 	n, status := 0, uint32(0)
 	for ; n < len(wc) && cons != prod; n++ {
-		status |= wc[n].fromRxe(q.wcs.Slot(cons))
-		cons = (cons + 1) & q.wcs.Mask()
+		status |= rxe.CopyWC(provider.As[provider.WC](&wc[n]), q.WCs.Slot(cons))
+		cons = (cons + 1) & q.WCs.Mask()
 	}
 	if n > 0 {
 		if status != 0 {
-			q.sawErrors(cons, n)
+			q.SawErrors(cons, n)
 		}
 		atomic.StoreUint32(&h.ConsumerIndex, cons)
 	}
@@ -269,7 +276,7 @@ func (cq *CQ) pollUnlocked(wc []WorkCompletion) (int, error) {
 	if cq.closed.Load() {
 		return 0, errClosedCQ
 	}
-	return cq.q.poll(wc), nil
+	return cq.q.Poll(wcView(wc)), nil
 }
 
 var errClosedCQ = &sys.Error{Op: "uverbs: CQ", Err: ErrClosed}
@@ -284,12 +291,12 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if err := cq.alive(); err != nil {
 		return err
 	}
-	if a, ok := cq.q.(cqArmer); ok {
+	if a, ok := cq.q.(provider.CQArmer); ok {
 		if cq.locks {
 			cq.mu.Lock()
 			defer cq.mu.Unlock()
 		}
-		return a.arm(solicitedOnly)
+		return a.Arm(solicitedOnly)
 	}
 	req := abi.ReqNotifyCQ{CQHandle: cq.handle}
 	if solicitedOnly {
@@ -333,8 +340,8 @@ func (cq *CQ) Resize(size int) error {
 	if err := cq.ctx.checkCQSize("CQ.Resize", "size", size); err != nil {
 		return err
 	}
-	if f, ok := cq.q.(fixedSize); ok {
-		return fmt.Errorf("uverbs: CQ.Resize: %s: %w", f.fixedSize(), ErrNotSupported)
+	if f, ok := cq.q.(provider.FixedSize); ok {
+		return fmt.Errorf("uverbs: CQ.Resize: %s: %w", f.FixedSize(), ErrNotSupported)
 	}
 	if cq.locks {
 		cq.mu.Lock()
@@ -343,7 +350,7 @@ func (cq *CQ) Resize(size int) error {
 	if err := cq.alive(); err != nil {
 		return err
 	}
-	drvLen := cq.q.resizeDriverOutLen()
+	drvLen := cq.q.ResizeDriverOutLen()
 	resp := make([]byte, abi.OffsetofResizeCQRespDriverData+drvLen)
 	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(size)}
 	req.Response = uint64(sys.PointerTo(resp))
@@ -353,7 +360,7 @@ func (cq *CQ) Resize(size int) error {
 	var core abi.ResizeCQResp
 	copy(abi.Bytes(&core), resp)
 	cq.size = int(core.CQE)
-	return cq.q.resized(resp[abi.OffsetofResizeCQRespDriverData:])
+	return cq.q.Resized(resp[abi.OffsetofResizeCQRespDriverData:])
 }
 
 // abiSize is the size of a kernel struct.

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/purerdma/rdma/internal/abi"
-	"github.com/purerdma/rdma/mmio"
 )
 
 // TestPollErrorMarksQP: Poll returning a completion in error marks its
@@ -16,18 +15,17 @@ import (
 // that is not the last completion of a poll, and one in a poll that
 // wraps the ring, mark their QP too.
 func TestPollErrorMarksQP(t *testing.T) {
-	for _, path := range []string{"CQ.Poll", "rxeCQ.poll"} {
+	for _, path := range []string{"CQ.Poll", "rxe.CQ.Poll"} {
 		t.Run(path, func(t *testing.T) {
 			c := &Context{}
 			qp := &QP{num: 0x11}
 			qp.state.Store(uint32(QPStateRTS))
 			c.qps.add(qp)
-			r := fakeCQRing(t, 8)
-			q := fakeRxeCQ(t, &rxeProvider{ctx: c}, r)
+			q, r := fakeRxeCQ(t, c, 8)
 			cq := &CQ{rxe: q}
 			poll := func(wc []WorkCompletion) int {
-				if path == "rxeCQ.poll" {
-					return q.poll(wc)
+				if path == "rxe.CQ.Poll" {
+					return q.Poll(wcView(wc))
 				}
 				n, err := cq.Poll(wc)
 				if err != nil {
@@ -36,7 +34,7 @@ func TestPollErrorMarksQP(t *testing.T) {
 				return n
 			}
 			put := func(e abi.WC) {
-				*mmio.At[abi.WC](r.data, r.slot(r.hdr.ProducerIndex)) = e
+				r.put(r.hdr.ProducerIndex, e)
 				r.hdr.ProducerIndex = (r.hdr.ProducerIndex + 1) & r.mask
 			}
 			marked := func(what string, want bool) {

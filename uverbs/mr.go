@@ -10,6 +10,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // MR is a registered memory region (ibv_mr): memory the device may read
@@ -30,10 +31,13 @@ import (
 // the region are posted or outstanding, or while other goroutines read
 // LKey or RKey.
 type MR struct {
+	// pv holds the keys, written at creation and by Rereg only. It is
+	// the first field: a bind's MR is seen by the provider as a
+	// *provider.MR (TestProviderViews).
+	pv provider.MR
 	resource
-	lkey, rkey uint32     // written at creation and by Rereg only
-	mu         sync.Mutex // serialises Rereg and destroy
-	st         atomic.Pointer[mrState]
+	mu sync.Mutex // serialises Rereg and destroy
+	st atomic.Pointer[mrState]
 }
 
 // mrState is the rest of what Rereg changes, replaced as a whole so
@@ -144,11 +148,11 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 		pd.release()
 		return nil, c.flushError("uverbs REG_MR", kaccess, err)
 	}
-	mr := &MR{lkey: resp.LKey, rkey: resp.RKey}
+	mr := &MR{pv: provider.MR{LKey: resp.LKey, RKey: resp.RKey}}
 	mr.resource = resource{ctx: c, kind: "MR", handle: resp.MRHandle, closer: mr.destroy}
 	mr.st.Store(st)
 	c.track(&mr.resource)
-	c.log.Debug("uverbs: MR registered", "handle", resp.MRHandle, "len", st.length, "access", kaccess, "lkey", mr.lkey, "rkey", mr.rkey)
+	c.log.Debug("uverbs: MR registered", "handle", resp.MRHandle, "len", st.length, "access", kaccess, "lkey", mr.pv.LKey, "rkey", mr.pv.RKey)
 	return mr, nil
 }
 
@@ -279,7 +283,7 @@ func (mr *MR) LKey() uint32 {
 	if mr == nil {
 		return 0
 	}
-	return mr.lkey
+	return mr.pv.LKey
 }
 
 // RKey is the key remote peers use to access the region.
@@ -287,7 +291,7 @@ func (mr *MR) RKey() uint32 {
 	if mr == nil {
 		return 0
 	}
-	return mr.rkey
+	return mr.pv.RKey
 }
 
 // state is the MR's registration, the zero one for a nil MR.
@@ -437,12 +441,12 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		if errors.Is(err, ErrNotSupported) {
 			var fe *featureError
 			if !errors.As(err, &fe) {
-				err = &featureError{msg: fmt.Sprintf("uverbs: MR.Rereg(%v): not supported by %s (driver %s)", flags, c.dev.Name, c.prov.name()), err: err}
+				err = &featureError{msg: fmt.Sprintf("uverbs: MR.Rereg(%v): not supported by %s (driver %s)", flags, c.dev.Name, c.prov.Name()), err: err}
 			}
 		}
 		return err
 	}
-	mr.lkey, mr.rkey = resp.LKey, resp.RKey
+	mr.pv.LKey, mr.pv.RKey = resp.LKey, resp.RKey
 	mr.st.Store(&next)
 	if flags&ReregPD != 0 {
 		old.pd.release()

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // ForceForkMode makes ForkSafety answer m, as if the kernel had said so,
@@ -132,7 +133,7 @@ func TestReregValidation(t *testing.T) {
 	other.ctx = pd.ctx
 	buf := make([]byte, 64)
 	newMR := func() *MR {
-		mr := &MR{lkey: 1, rkey: 2}
+		mr := &MR{pv: provider.MR{LKey: 1, RKey: 2}}
 		mr.resource = resource{ctx: pd.ctx, kind: "MR", handle: 3}
 		mr.st.Store(&mrState{pd: pd, buf: buf, addr: uint64(sys.PointerTo(buf)), length: 64, access: AccessLocalWrite})
 		return mr

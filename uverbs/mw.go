@@ -3,10 +3,10 @@ package uverbs
 import (
 	"fmt"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // MWType is a memory window's type (ibv_mw_type).
@@ -39,10 +39,13 @@ func (t MWType) String() string {
 // Type and Close are safe for concurrent use. RKey changes when the
 // window is bound; binding is done with work requests (see MWBind).
 type MW struct {
+	// pv holds the window's rkey, which a posted BIND_MW changes. It is
+	// the first field: a bind's MW is seen by the provider as a
+	// *provider.MW (TestProviderViews).
+	pv provider.MW
 	resource
-	rkey atomic.Uint32 // a posted BIND_MW changes it
-	typ  MWType
-	pd   *PD
+	typ MWType
+	pd  *PD
 }
 
 // AllocMW allocates a memory window of type typ (ibv_alloc_mw). The PD
@@ -71,7 +74,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		return nil, err
 	}
 	mw := &MW{typ: typ, pd: pd}
-	mw.rkey.Store(resp.RKey)
+	mw.pv.RKey.Store(resp.RKey)
 	mw.resource = resource{ctx: c, kind: "MW", handle: resp.MWHandle, closer: mw.destroy}
 	c.track(&mw.resource)
 	return mw, nil
@@ -102,7 +105,7 @@ func (mw *MW) RKey() uint32 {
 	if mw == nil {
 		return 0
 	}
-	return mw.rkey.Load()
+	return mw.pv.RKey.Load()
 }
 
 // Type is the window's type.

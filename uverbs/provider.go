@@ -4,114 +4,58 @@ import (
 	"fmt"
 
 	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/mlx5"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
-// provider is the driver-specific half of the verbs, chosen from the
-// kernel's driver id when a context opens (libibverbs' providers). It
-// supplies the driver data that create commands carry and turns their
-// driver responses into the fast-path queues it owns. rxe is the first;
-// mlx5 (UAR doorbells, BlueFlame) plugs in here next.
-//
-// A create command runs in three steps: the provider prepares its driver
-// data (xxDriverData: a provider whose device reads queues from user
-// memory, like mlx5, allocates the buffers and doorbell records here and
-// names them in the request), the command runs, and newXX takes the
-// driver response (a provider whose kernel allocates the queues, like
-// rxe, maps them now). When the command or newXX fails, the request's
-// release frees what the preparation allocated.
-type provider interface {
-	name() string
-	contextDriverData() (in []byte, outLen int)
-	// contextCreated takes GET_CONTEXT's driver response (mlx5 maps its
-	// doorbell pages here); an error fails Open.
-	contextCreated(out []byte) error
-	cqDriverData(size int) (driverReq, error)
-	newCQ(cq *CQ, req driverReq, driverOut []byte) (cqQueue, error)
-	qpDriverData(cfg *QPConfig) (driverReq, error)
-	newQP(qp *QP, req driverReq, driverOut []byte) (qpQueues, error)
-	srqDriverData(cfg *SRQConfig) (driverReq, error)
-	newSRQ(srq *SRQ, req driverReq, driverOut []byte) (srqQueue, error)
-	ahDriverOutLen() int
-	// ahCreated takes CREATE_AH's driver response; an error fails
-	// CreateAH (the AH is destroyed).
-	ahCreated(ah *AH, driverOut []byte) error
-	close()
-}
-
-// driverReq is a create command's driver data, prepared before the
-// command runs.
-type driverReq struct {
-	in     []byte // UHW_IN: the driver's request
-	outLen int    // UHW_OUT: the driver response's size
-	// size, when non-zero, replaces the queue size the command asks for
-	// (a CQ's entries: mlx5 rounds them as libmlx5 does).
-	size int
-	// state is what the provider prepared (buffers, doorbell records),
-	// handed back to newXX; release frees it when the object is not
-	// created. Both are nil for rxe.
-	state   any
-	release func()
-}
-
-// abort releases what a preparation allocated, once.
-func (r *driverReq) abort() {
-	if r.release != nil {
-		r.release()
-		r.release = nil
-	}
-}
-
-// cqQueue polls a CQ's completions without system calls.
-type cqQueue interface {
-	poll(wc []WorkCompletion) int
-	// resized takes the driver response of RESIZE_CQ.
-	resizeDriverOutLen() int
-	resized(driverOut []byte) error
-	unmap() error
-}
-
-// Optional queue methods, for providers whose device user space drives
-// directly (mlx5):
-//
-//   - cqArmer: RequestNotify arms the CQ in user space instead of
-//     REQ_NOTIFY_CQ; cqEventer hears of each completion event.
-//   - qpResetter: the QP went to RESET: its rings start over.
-//   - fixedSize: the queue cannot be resized (CQ.Resize and an SRQ's
-//     MaxWR are refused before any kernel call).
-type (
-	cqArmer interface {
-		arm(solicitedOnly bool) error
-	}
-	cqEventer  interface{ event() }
-	qpResetter interface{ reset() }
-	fixedSize  interface{ fixedSize() string }
-)
-
-// qpQueues posts to a QP's send and receive queues.
-type qpQueues interface {
-	postSend(wr *SendWR) error
-	postRecv(wr *RecvWR) error
-	unmap() error
-}
-
-// srqQueue posts to a shared receive queue.
-type srqQueue interface {
-	postRecv(wr *RecvWR) error
-	// modifyDriverData is MODIFY_SRQ's driver request data and the
-	// memory the kernel writes through it; modified remaps after a resize.
-	modifyDriverData() (in, out []byte)
-	modified(resized bool) error
-	unmap() error
-}
-
-func newProvider(c *Context) provider {
+// The providers, one package per driver, behind the interface of
+// uverbs/internal/provider (docs/providers.md): newProvider picks one
+// from the kernel's driver id when a context opens.
+func newProvider(c *Context) provider.Provider {
 	switch c.driverID {
 	case abi.RDMA_DRIVER_RXE:
-		return &rxeProvider{ctx: c}
+		return rxe.New((*provCtx)(c))
 	case abi.RDMA_DRIVER_MLX5:
-		return &mlx5Provider{ctx: c}
+		return mlx5.NewProvider((*provCtx)(c))
 	}
 	return noProvider{driver: c.dev.DriverName, id: c.driverID}
+}
+
+// provCtx is a Context as its provider sees it (provider.Context).
+type provCtx Context
+
+func (c *provCtx) FD() *sys.FD                   { return c.fd }
+func (c *provCtx) Exec(m *sys.Method) error      { return (*Context)(c).exec(m) }
+func (c *provCtx) CapsEx() (uint64, error)       { return (*Context)(c).capsEx() }
+func (c *provCtx) SawErrorCompletion(qpn uint32) { (*Context)(c).sawErrorCompletion(qpn) }
+func (c *provCtx) PostError(i int, wrid uint64, err error) error {
+	return postError(i, wrid, err)
+}
+
+func (c *provCtx) PortIsEthernet(port uint8) (bool, error) {
+	pa, err := (*Context)(c).QueryPort(int(port))
+	return pa.LinkLayer == LinkLayerEthernet, err
+}
+
+// qpOwner is a QP as its provider sees it (provider.QPOwner).
+type qpOwner QP
+
+func (q *qpOwner) CheckSend(wr *provider.SendWR) error {
+	return (*QP)(q).checkSend(provider.As[SendWR](wr))
+}
+func (q *qpOwner) ModifyToErr() error {
+	return (*QP)(q).Modify(&QPAttr{State: QPStateErr}, QPAttrState)
+}
+func (q *qpOwner) FlushRecvs() error { return (*QP)(q).flushRecvs() }
+
+// The views providers take of the public work requests and completions
+// (provider.As; TestProviderViews checks the layouts).
+func sendWRView(wr *SendWR) *provider.SendWR { return provider.As[provider.SendWR](wr) }
+func recvWRView(wr *RecvWR) *provider.RecvWR { return provider.As[provider.RecvWR](wr) }
+func wcView(wc []WorkCompletion) []provider.WC {
+	return provider.SliceAs[provider.WC](wc)
 }
 
 // noProvider serves the control path of devices without a purerdma
@@ -122,17 +66,29 @@ type noProvider struct {
 }
 
 func (p noProvider) err() error {
-	return fmt.Errorf("uverbs: driver %q (id %d) has no purerdma provider, only rxe has: queues %w", p.driver, p.id, ErrNotSupported)
+	return fmt.Errorf("uverbs: driver %q (id %d) has no purerdma provider, only rxe and mlx5 have: queues %w", p.driver, p.id, ErrNotSupported)
 }
-func (p noProvider) name() string                                     { return p.driver }
-func (noProvider) contextDriverData() ([]byte, int)                   { return nil, 0 }
-func (noProvider) contextCreated([]byte) error                        { return nil }
-func (p noProvider) cqDriverData(int) (driverReq, error)              { return driverReq{}, p.err() }
-func (p noProvider) newCQ(*CQ, driverReq, []byte) (cqQueue, error)    { return nil, p.err() }
-func (p noProvider) qpDriverData(*QPConfig) (driverReq, error)        { return driverReq{}, p.err() }
-func (p noProvider) newQP(*QP, driverReq, []byte) (qpQueues, error)   { return nil, p.err() }
-func (p noProvider) srqDriverData(*SRQConfig) (driverReq, error)      { return driverReq{}, p.err() }
-func (p noProvider) newSRQ(*SRQ, driverReq, []byte) (srqQueue, error) { return nil, p.err() }
-func (noProvider) ahDriverOutLen() int                                { return 0 }
-func (noProvider) ahCreated(*AH, []byte) error                        { return nil }
-func (noProvider) close()                                             {}
+func (p noProvider) Name() string                   { return p.driver }
+func (noProvider) ContextDriverData() ([]byte, int) { return nil, 0 }
+func (noProvider) ContextCreated([]byte) error      { return nil }
+func (p noProvider) CQDriverData(int) (provider.DriverReq, error) {
+	return provider.DriverReq{}, p.err()
+}
+func (p noProvider) NewCQ(*provider.CQ, provider.DriverReq, []byte) (provider.CQQueue, error) {
+	return nil, p.err()
+}
+func (p noProvider) QPDriverData(*provider.QPConfig) (provider.DriverReq, error) {
+	return provider.DriverReq{}, p.err()
+}
+func (p noProvider) NewQP(*provider.QP, provider.DriverReq, []byte) (provider.QPQueues, error) {
+	return nil, p.err()
+}
+func (p noProvider) SRQDriverData(*provider.SRQConfig) (provider.DriverReq, error) {
+	return provider.DriverReq{}, p.err()
+}
+func (p noProvider) NewSRQ(*provider.SRQ, provider.DriverReq, []byte) (provider.SRQQueue, error) {
+	return nil, p.err()
+}
+func (noProvider) AHDriverOutLen() int                                    { return 0 }
+func (noProvider) AHCreated(*provider.AH, *provider.AHAttr, []byte) error { return nil }
+func (noProvider) Close()                                                 {}

@@ -3,13 +3,13 @@ package uverbs
 import (
 	"fmt"
 	"math"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
-	"github.com/purerdma/rdma/mmio"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
 // QPType is a queue pair's transport (ibv_qp_type).
@@ -83,7 +83,8 @@ type QP struct {
 	// and qpErrSeen once a completion in error or an error event for
 	// the QP was seen since.
 	state atomic.Uint32
-	q     qpQueues
+	q     provider.QPQueues
+	pv    provider.QP // what the provider knows of the QP
 	// mcast counts attached multicast groups: the kernel refuses to
 	// destroy a QP that has any.
 	mcast atomic.Int32
@@ -188,14 +189,14 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	}
 	m.Out(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, abi.Bytes(&capOut))
 	m.Out(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, abi.Bytes(&qpNum))
-	req, err := c.prov.qpDriverData(&cfg)
+	req, err := c.prov.QPDriverData(&provider.QPConfig{Type: provider.QPType(cfg.Type), Cap: provider.QPCap(cfg.Cap), HasSRQ: cfg.SRQ != nil})
 	if err != nil {
 		c.dropUserHandle(qp.userHandle)
 		return nil, err
 	}
 	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
-		req.abort()
+		req.Abort()
 		c.dropUserHandle(qp.userHandle)
 		return nil, err
 	}
@@ -205,14 +206,20 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		MaxRecvSGE: capOut.MaxRecvSGE, MaxInlineData: capOut.MaxInlineData}
 	qp.state.Store(uint32(QPStateReset))
 	qp.closer = qp.destroy
-	q, err := c.prov.newQP(qp, req, driverOut)
+	qp.pv = provider.QP{Handle: qp.handle, Num: qp.num, Type: provider.QPType(qp.typ), Cap: provider.QPCap(qp.cap),
+		SignalAll: qp.sigAll, SendCQ: qp.sendCQ.q, RecvCQ: qp.recvCQ.q, State: &qp.state, Owner: (*qpOwner)(qp)}
+	if qp.srq != nil {
+		qp.pv.SRQ = qp.srq.q
+	}
+	q, err := c.prov.NewQP(&qp.pv, req, driverOut)
 	if err != nil {
 		qp.destroyKernel()
-		req.abort()
+		req.Abort()
 		c.dropUserHandle(qp.userHandle)
 		return nil, err
 	}
 	qp.q = q
+	qp.cap = QPCap(qp.pv.Cap) // what the queues hold
 	for _, r := range qp.deps() {
 		r.use()
 	}
@@ -307,7 +314,7 @@ func (qp *QP) destroy() error {
 	if err := qp.destroyKernel(); err != nil {
 		return err
 	}
-	err := qp.q.unmap()
+	err := qp.q.Unmap()
 	qp.ctx.qps.remove(qp)
 	qp.ctx.dropUserHandle(qp.userHandle)
 	for _, r := range qp.deps() {
@@ -389,10 +396,11 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if st := QPState(qp.state.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
 	}
-	if q, ok := qp.q.(*rxeQP); ok { // a direct call: no dispatch
-		return q.postSend(wr)
+	w := sendWRView(wr)
+	if q, ok := qp.q.(*rxe.QP); ok { // a direct call: no dispatch
+		return q.PostSend(w)
 	}
-	return qp.q.postSend(wr)
+	return qp.q.PostSend(w)
 }
 
 // postSendLocked is PostSend for a QP without a TD. The lock and its
@@ -412,10 +420,11 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	if st := QPState(qp.state.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
 	}
-	if q, ok := qp.q.(*rxeQP); ok {
-		return q.postSend(wr)
+	w := sendWRView(wr)
+	if q, ok := qp.q.(*rxe.QP); ok {
+		return q.PostSend(w)
 	}
-	return qp.q.postSend(wr)
+	return qp.q.PostSend(w)
 }
 
 // PostRecv posts a chain of receive work requests (ibv_post_recv). It
@@ -456,7 +465,7 @@ func (qp *QP) postRecvUnlocked(wr *RecvWR) error {
 	if QPState(qp.state.Load()) == QPStateReset { // C10-97.2.1
 		return errRecvInReset
 	}
-	return qp.q.postRecv(wr)
+	return qp.q.PostRecv(recvWRView(wr))
 }
 
 var (
@@ -547,7 +556,7 @@ func (qp *QP) checkSend(wr *SendWR) error {
 		for _, s := range wr.SGL {
 			n += uint64(s.Length)
 			// The library reads inline data itself: refuse what is
-			// plainly not memory (copyInline catches the rest).
+			// plainly not memory (provider.CopyInline catches the rest).
 			if s.Length > 0 && (s.Addr < minAddr || s.Addr+uint64(s.Length) < s.Addr) {
 				return fmt.Errorf("uverbs post send: inline data at %#x (%d bytes) is not process memory: %w", s.Addr, s.Length, errInvalid)
 			}
@@ -562,30 +571,6 @@ func (qp *QP) checkSend(wr *SendWR) error {
 // minAddr is the lowest address inline data may be read from: the first
 // page is never mapped (vm.mmap_min_addr is at least a page).
 const minAddr = 4096
-
-// copyInline copies the inline data of sgl to dst and returns how many
-// bytes it copied. Memory that cannot be read (an address of no
-// mapping) is an error, not a crash: the fault panics (SetPanicOnFault)
-// and is recovered here. Only inline sends pay for the deferred call.
-func copyInline(dst []byte, sgl []SGE) (n int, err error) {
-	old := debug.SetPanicOnFault(true)
-	i := 0
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			f, fault := r.(interface{ Addr() uintptr })
-			if !fault {
-				panic(r)
-			}
-			err = fmt.Errorf("uverbs post send: inline data of entry %d (%d bytes at %#x): no readable memory at %#x: %w",
-				i, sgl[i].Length, sgl[i].Addr, f.Addr(), errInvalid)
-		}
-	}()
-	for ; i < len(sgl); i++ {
-		n += copy(dst[n:], mmio.BytesAt(sgl[i].Addr, int(sgl[i].Length)))
-	}
-	return n, nil
-}
 
 // allows reports whether a QP of type t can post op (IB spec: UC has no
 // reads or atomics, UD only sends).

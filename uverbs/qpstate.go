@@ -5,6 +5,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // QPState is a queue pair state (ibv_qp_state).
@@ -296,8 +297,8 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		return err
 	}
 	if mask&QPAttrState != 0 {
-		if r, ok := qp.q.(qpResetter); ok && next == QPStateReset {
-			r.reset()
+		if r, ok := qp.q.(provider.QPResetter); ok && next == QPStateReset {
+			r.Reset()
 		}
 		qp.state.Store(uint32(next))
 	}

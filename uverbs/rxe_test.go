@@ -1,38 +1,44 @@
 package uverbs
 
 import (
+	"math/bits"
 	"testing"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/mmio"
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
-// fakeCQRing is an rxe completion ring in ordinary memory, laid out as
-// the kernel maps it: the queue header, then size slots of one
-// ib_uverbs_wc each.
-func fakeCQRing(t *testing.T, size uint32) *rxeRing {
+// fakeRing is an rxe completion ring in ordinary memory, laid out as
+// the kernel maps it: the queue header, then one ib_uverbs_wc per slot.
+type fakeRing struct {
+	mem        []byte
+	hdr        *abi.RXEQueueBuf
+	mask, log2 uint32
+}
+
+// put writes e into slot i.
+func (r *fakeRing) put(i uint32, e abi.WC) {
+	*mmio.At[abi.WC](r.mem, int(abi.OffsetofRXEQueueBufData)+int((i&r.mask)<<r.log2)) = e
+}
+
+// fakeRxeCQ is rxe's CQ of context c on a fake ring of size slots.
+func fakeRxeCQ(t *testing.T, c *Context, size uint32) (*rxe.CQ, *fakeRing) {
 	t.Helper()
 	log2 := uint32(0)
 	for 1<<log2 < abi.SizeofWC {
 		log2++
 	}
 	mem := make([]byte, abi.OffsetofRXEQueueBufData+uintptr(size)<<log2)
-	r := &rxeRing{mem: mem, hdr: mmio.At[abi.RXEQueueBuf](mem, 0), data: mem[abi.OffsetofRXEQueueBufData:],
-		mask: size - 1, log2: log2}
+	r := &fakeRing{mem: mem, hdr: mmio.At[abi.RXEQueueBuf](mem, 0), mask: size - 1, log2: log2}
 	r.hdr.IndexMask, r.hdr.Log2ElemSize = r.mask, r.log2
-	return r
-}
-
-// fakeRxeCQ is rxe's CQ on the ring r (fakeCQRing).
-func fakeRxeCQ(t *testing.T, p *rxeProvider, r *rxeRing) *rxeCQ {
-	t.Helper()
-	q := &rxeCQ{p: p}
-	if err := q.setRing(r); err != nil {
+	q, err := rxe.NewCQOnMemory((*provCtx)(c), mem)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return q
+	return q, r
 }
 
 // The kernel's enum ib_wc_flags (include/rdma/ib_verbs.h; the UAPI
@@ -83,14 +89,13 @@ func TestWorkCompletionLayout(t *testing.T) {
 // zeroed), so a field added to WorkCompletion but not to poll fails here.
 // Both loops: CQ.Poll's (a CQ with a TD) and the interface's (locked).
 func TestRxePollWritesEveryField(t *testing.T) {
-	for _, path := range []string{"CQ.Poll", "rxeCQ.poll"} {
+	for _, path := range []string{"CQ.Poll", "rxe.CQ.Poll"} {
 		t.Run(path, func(t *testing.T) {
-			r := fakeCQRing(t, 4)
-			q := fakeRxeCQ(t, &rxeProvider{ctx: &Context{}}, r)
+			q, r := fakeRxeCQ(t, &Context{}, 4)
 			cq := &CQ{rxe: q}
 			poll := func(wc []WorkCompletion) int {
-				if path == "rxeCQ.poll" {
-					return q.poll(wc)
+				if path == "rxe.CQ.Poll" {
+					return q.Poll(wcView(wc))
 				}
 				n, err := cq.Poll(wc)
 				if err != nil {
@@ -98,7 +103,7 @@ func TestRxePollWritesEveryField(t *testing.T) {
 				}
 				return n
 			}
-			put := func(i uint32, e abi.WC) { *mmio.At[abi.WC](r.data, r.slot(i)) = e }
+			put := r.put
 			imm := abi.WC{WRID: 0x1122334455667788, Status: uint32(WCSuccess), Opcode: uint32(WCRecvRDMAWithImm),
 				VendorErr: 7, ByteLen: 4096, QPNum: 0x11, SrcQP: 0x22, WCFlags: kWCWithImm | kWCGRH,
 				PKeyIndex: 3, SLID: 0x1234, SL: 5, DLIDPathBits: 6, PortNum: 1, Reserved: 0xee}
@@ -126,7 +131,7 @@ func TestRxePollWritesEveryField(t *testing.T) {
 			}
 			want := []WorkCompletion{
 				{WRID: imm.WRID, Status: WCSuccess, Opcode: WCRecvRDMAWithImm, VendorErr: 7, ByteLen: 4096,
-					Imm: be32(0x01020304), QPNum: 0x11, SrcQP: 0x22, Flags: WCWithImm | WCWithGRH,
+					Imm: bits.ReverseBytes32(0x01020304), QPNum: 0x11, SrcQP: 0x22, Flags: WCWithImm | WCWithGRH,
 					PKeyIndex: 3, SLID: 0x1234, SL: 5, DLIDPathBits: 6, PortNum: 1},
 				{WRID: 9, Status: WCSuccess, Opcode: WCRecv, ByteLen: 8, Imm: 0xabcd00, QPNum: 0x11,
 					Flags: WCWithInv | WCIPCsumOK},

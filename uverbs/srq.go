@@ -6,6 +6,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // SRQConfig describes a shared receive queue.
@@ -34,13 +35,13 @@ type SRQ struct {
 	resource
 	pd         *PD
 	td         *TD
-	num        uint32
-	maxWR      uint32 // the receives PostRecv takes at once: the ring's room (set by the provider)
-	maxSGE     uint32
 	userHandle uint64
 	locks      bool
 	mu         sync.Mutex
-	q          srqQueue
+	q          provider.SRQQueue
+	// pv is what the provider knows of the SRQ; it sets Num and MaxWR
+	// (the receives PostRecv takes at once: what its queue holds).
+	pv provider.SRQ
 }
 
 // CreateSRQ creates a shared receive queue (ibv_create_srq). The SRQ
@@ -76,11 +77,13 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	srq.resource = resource{ctx: c, kind: "SRQ"}
 	srq.userHandle = c.newUserHandle(srq)
 	// The provider may round MaxWR and MaxSGE to what its queue holds.
-	req, err := c.prov.srqDriverData(&cfg)
+	sizes := provider.SRQConfig{MaxWR: cfg.MaxWR, MaxSGE: cfg.MaxSGE}
+	req, err := c.prov.SRQDriverData(&sizes)
 	if err != nil {
 		c.dropUserHandle(srq.userHandle)
 		return nil, err
 	}
+	cfg.MaxWR, cfg.MaxSGE = sizes.MaxWR, sizes.MaxSGE
 	var maxWR, maxSGE uint32
 	m := sys.NewMethod("uverbs SRQ_CREATE", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
 	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
@@ -95,17 +98,20 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	m.Out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, abi.Bytes(&maxSGE))
 	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
-		req.abort()
+		req.Abort()
 		c.dropUserHandle(srq.userHandle)
 		return nil, err
 	}
 	srq.handle = uint32(m.Result(h))
-	srq.maxWR, srq.maxSGE = maxWR, maxSGE // the provider sets maxWR to what its ring holds
+	srq.pv = provider.SRQ{Handle: srq.handle, MaxWR: maxWR, MaxSGE: maxSGE}
+	if srq.locks {
+		srq.pv.Lock = &srq.mu
+	}
 	srq.closer = srq.destroy
-	q, err := c.prov.newSRQ(srq, req, driverOut)
+	q, err := c.prov.NewSRQ(&srq.pv, req, driverOut)
 	if err != nil {
 		srq.destroyKernel()
-		req.abort()
+		req.Abort()
 		c.dropUserHandle(srq.userHandle)
 		return nil, err
 	}
@@ -134,7 +140,7 @@ func (srq *SRQ) destroy() error {
 	if err := srq.destroyKernel(); err != nil {
 		return err
 	}
-	err := srq.q.unmap()
+	err := srq.q.Unmap()
 	srq.ctx.dropUserHandle(srq.userHandle)
 	srq.pd.release()
 	if srq.td != nil {
@@ -158,7 +164,7 @@ func (srq *SRQ) Num() uint32 {
 	if srq == nil {
 		return 0
 	}
-	return srq.num
+	return srq.pv.Num
 }
 
 // PostRecv posts a chain of receive work requests (ibv_post_srq_recv),
@@ -189,7 +195,7 @@ func (srq *SRQ) postRecvUnlocked(wr *RecvWR) error {
 	if srq.closed.Load() {
 		return &sys.Error{Op: "uverbs: SRQ", Err: ErrClosed}
 	}
-	return srq.q.postRecv(wr)
+	return srq.q.PostRecv(recvWRView(wr))
 }
 
 // SRQAttrMask selects what Modify changes (ibv_srq_attr_mask).
@@ -227,7 +233,7 @@ func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 		return err
 	}
 	if mask&SRQLimit != 0 {
-		room := srq.maxWR
+		room := srq.pv.MaxWR
 		if mask&SRQMaxWR != 0 {
 			room = attr.MaxWR
 		}
@@ -235,17 +241,17 @@ func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 			return fmt.Errorf("uverbs: modify SRQ: Limit %d is more than the %d receives the SRQ holds: %w", attr.Limit, room, errInvalid)
 		}
 	}
-	if f, ok := srq.q.(fixedSize); ok && mask&SRQMaxWR != 0 {
-		return fmt.Errorf("uverbs: modify SRQ: MaxWR: %s: %w", f.fixedSize(), ErrNotSupported)
+	if f, ok := srq.q.(provider.FixedSize); ok && mask&SRQMaxWR != 0 {
+		return fmt.Errorf("uverbs: modify SRQ: MaxWR: %s: %w", f.FixedSize(), ErrNotSupported)
 	}
-	drvIn, drvOut := srq.q.modifyDriverData()
+	drvIn, drvOut := srq.q.ModifyDriverData()
 	core := abi.ModifySRQ{SRQHandle: srq.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
 	in := append(append([]byte{}, abi.Bytes(&core)...), drvIn...)
 	err := srq.ctx.fd.CommandPinned("uverbs MODIFY_SRQ", abi.IB_USER_VERBS_CMD_MODIFY_SRQ, in, drvOut)
 	if err != nil {
 		return err
 	}
-	return srq.q.modified(mask&SRQMaxWR != 0) // sets maxWR after a resize
+	return srq.q.Modified(mask&SRQMaxWR != 0) // sets pv.MaxWR after a resize
 }
 
 // Query reads the SRQ's attributes (ibv_query_srq). MaxWR is how many
@@ -265,5 +271,5 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 	if err := srq.ctx.fd.Command("uverbs QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return SRQAttr{}, err
 	}
-	return SRQAttr{MaxWR: srq.maxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
+	return SRQAttr{MaxWR: srq.pv.MaxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil
 }

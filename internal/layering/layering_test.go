@@ -18,33 +18,36 @@ const module = "github.com/purerdma/rdma"
 // package missing here fails the test: new packages take a place in the
 // layering on purpose.
 var allowed = map[string][]string{
-	"mmio":                 nil,
-	"internal/rdmanl":      nil,
-	"internal/abi":         nil,
-	"internal/sys":         {"internal/abi"},
-	"internal/evfd":        {"internal/sys"},
-	"internal/ucma":        {"internal/abi", "internal/sys", "internal/evfd"},
-	"internal/cmd/genabi":  {"internal/cmd/genabi/"},
-	"internal/cmd/genabi/": {"internal/cmd/genabi/"},
-	"internal/layering":    nil,
-	"internal/bench":       nil,
-	"internal/cycles":      nil,
-	"internal/testutils":   nil,
-	"uverbs":               {"mmio", "internal/", "uverbs/internal/"},
-	"uverbs/internal/mlx5": {"mmio", "internal/abi"},
-	"rdmacm":               {"uverbs", "mmio", "internal/"},
-	"rpma":                 {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
-	"rpma/examples":        {"rpma/examples/", "internal/", "testenv"},
-	"rpma/examples/":       {"rpma", "uverbs", "mmio", "rpma/examples/"},
-	"spin":                 {"internal/cycles"},
-	"testenv":              {"uverbs", "internal/"},
-	"testenv/vm":           {"internal/rdmanl"},
-	"cmd/":                 {"uverbs", "rdmacm", "rpma", "mmio", "spin", "internal/", "testenv/vm"},
+	"mmio":                     nil,
+	"internal/rdmanl":          nil,
+	"internal/abi":             nil,
+	"internal/sys":             {"internal/abi"},
+	"internal/evfd":            {"internal/sys"},
+	"internal/ucma":            {"internal/abi", "internal/sys", "internal/evfd"},
+	"internal/cmd/genabi":      {"internal/cmd/genabi/"},
+	"internal/cmd/genabi/":     {"internal/cmd/genabi/"},
+	"internal/layering":        nil,
+	"internal/bench":           nil,
+	"internal/cycles":          nil,
+	"internal/testutils":       nil,
+	"uverbs":                   {"mmio", "internal/", "uverbs/internal/"},
+	"uverbs/internal/provider": {"mmio", "internal/sys"},
+	"uverbs/internal/rxe":      {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
+	"uverbs/internal/mlx5":     {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
+	"rdmacm":                   {"uverbs", "mmio", "internal/"},
+	"rpma":                     {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
+	"rpma/examples":            {"rpma/examples/", "internal/", "testenv"},
+	"rpma/examples/":           {"rpma", "uverbs", "mmio", "rpma/examples/"},
+	"spin":                     {"internal/cycles"},
+	"testenv":                  {"uverbs", "internal/"},
+	"testenv/vm":               {"internal/rdmanl"},
+	"cmd/":                     {"uverbs", "rdmacm", "rpma", "mmio", "spin", "internal/", "testenv/vm"},
 }
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few
 // places where raw kernel access lives.
-var lowLevel = []string{"mmio", "internal/rdmanl", "internal/sys", "internal/abi", "internal/evfd", "internal/ucma", "testenv/vm", "cmd/rxevm"}
+var lowLevel = []string{"mmio", "internal/rdmanl", "internal/sys", "internal/abi", "internal/evfd", "internal/ucma", "testenv/vm", "cmd/rxevm",
+	"uverbs/internal/provider"} // provider: the views of uverbs' work requests (provider.As)
 
 var rawImports = []string{"unsafe", "syscall", "golang.org/x/sys/unix"}
 

@@ -1,9 +1,17 @@
-// Package mlx5 holds the device formats of the mlx5 (NVIDIA/Mellanox
-// ConnectX) provider in pure Go: queue sizing as libmlx5 computes it, the
-// send and receive work queue entries, the doorbell records and UAR /
-// BlueFlame doorbells, and the 64-byte completion queue entries. It makes
-// no system calls and allocates nothing on the post and poll paths; the
-// provider in uverbs does the kernel commands and owns the memory.
+// Package mlx5 is the provider of mlx5 devices (NVIDIA/Mellanox
+// ConnectX) in pure Go, libmlx5's counterpart.
+//
+// Provider (provider.go, mem.go) is its half of uverbs' provider
+// interface: GET_CONTEXT's driver data, dynamic UARs, queue buffers and
+// doorbell records allocated before the create commands that name them,
+// the create commands' driver data, and the fast-path queues that turn
+// uverbs' work requests into WQEs and CQEs into completions.
+//
+// The rest of the package is the device formats: queue sizing as libmlx5
+// computes it, the send and receive work queue entries, the doorbell
+// records and UAR / BlueFlame doorbells, and the 64-byte completion queue
+// entries. They make no system calls and allocate nothing on the post
+// and poll paths; Provider does the kernel commands and owns the memory.
 //
 // # What each type needs from the provider
 //

@@ -1,4 +1,4 @@
-package uverbs
+package mlx5
 
 import (
 	"fmt"
@@ -15,14 +15,14 @@ import (
 // names them (the kernel pins them), and UAR pages, the device's
 // doorbell registers mapped from the command fd.
 
-// mlx5Buf is a page-aligned queue buffer outside the Go heap, kept out
+// qbuf is a page-aligned queue buffer outside the Go heap, kept out
 // of child processes (MADV_DONTFORK, as libibverbs does for every
 // buffer it hands the device) so a fork cannot move its pages.
-type mlx5Buf struct {
+type qbuf struct {
 	mem []byte
 }
 
-func allocMLX5Buf(what string, size int) (*mlx5Buf, error) {
+func allocBuf(what string, size int) (*qbuf, error) {
 	ps := os.Getpagesize()
 	size = (size + ps - 1) &^ (ps - 1)
 	mem, err := sys.MmapAnon(size)
@@ -33,12 +33,12 @@ func allocMLX5Buf(what string, size int) (*mlx5Buf, error) {
 		sys.Munmap(mem)
 		return nil, err
 	}
-	return &mlx5Buf{mem: mem}, nil
+	return &qbuf{mem: mem}, nil
 }
 
-func (b *mlx5Buf) addr() uint64 { return uint64(sys.PointerTo(b.mem)) }
+func (b *qbuf) addr() uint64 { return uint64(sys.PointerTo(b.mem)) }
 
-func (b *mlx5Buf) free() error {
+func (b *qbuf) free() error {
 	if b == nil || b.mem == nil {
 		return nil
 	}
@@ -47,35 +47,35 @@ func (b *mlx5Buf) free() error {
 	return err
 }
 
-// mlx5DBSlot is the size of a doorbell record slot: a cache line, as
+// dbSlot is the size of a doorbell record slot: a cache line, as
 // libmlx5's allocator (dbrec.c) gives each record its own.
-const mlx5DBSlot = 64
+const dbSlot = 64
 
-// mlx5DBPool hands out doorbell records: 8 bytes each (a QP's receive
+// dbPool hands out doorbell records: 8 bytes each (a QP's receive
 // and send counters, or a CQ's consumer index and arm word), one per
 // cache line of shared pages. The kernel pins a record's page for each
 // queue that names it.
-type mlx5DBPool struct {
+type dbPool struct {
 	mu    sync.Mutex
-	pages []*mlx5DBPage
+	pages []*dbPage
 }
 
-type mlx5DBPage struct {
-	buf  *mlx5Buf
+type dbPage struct {
+	buf  *qbuf
 	used []uint64 // bitmap of the slots in use
 	n    int      // slots in use
 }
 
-// mlx5DBRec is one doorbell record.
-type mlx5DBRec struct {
-	page *mlx5DBPage
+// dbRec is one doorbell record.
+type dbRec struct {
+	page *dbPage
 	slot int
 	mem  []byte // the record's 8 bytes (the slot's first)
 }
 
-func (r *mlx5DBRec) addr() uint64 { return uint64(sys.PointerTo(r.mem)) }
+func (r *dbRec) addr() uint64 { return uint64(sys.PointerTo(r.mem)) }
 
-func (p *mlx5DBPool) get() (*mlx5DBRec, error) {
+func (p *dbPool) get() (*dbRec, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pg := range p.pages {
@@ -83,12 +83,12 @@ func (p *mlx5DBPool) get() (*mlx5DBRec, error) {
 			return r, nil
 		}
 	}
-	buf, err := allocMLX5Buf("doorbell record", os.Getpagesize())
+	buf, err := allocBuf("doorbell record", os.Getpagesize())
 	if err != nil {
 		return nil, err
 	}
-	slots := len(buf.mem) / mlx5DBSlot
-	pg := &mlx5DBPage{buf: buf, used: make([]uint64, (slots+63)/64)}
+	slots := len(buf.mem) / dbSlot
+	pg := &dbPage{buf: buf, used: make([]uint64, (slots+63)/64)}
 	// Slots past the page's end never count as free.
 	for i := slots; i < len(pg.used)*64; i++ {
 		pg.used[i/64] |= 1 << (i % 64)
@@ -99,7 +99,7 @@ func (p *mlx5DBPool) get() (*mlx5DBRec, error) {
 }
 
 // take returns a free record of the page, or nil when it is full.
-func (pg *mlx5DBPage) take() *mlx5DBRec {
+func (pg *dbPage) take() *dbRec {
 	for w, bitsUsed := range pg.used {
 		if bitsUsed == ^uint64(0) {
 			continue
@@ -108,15 +108,15 @@ func (pg *mlx5DBPage) take() *mlx5DBRec {
 		pg.used[w] |= 1 << b
 		pg.n++
 		slot := w*64 + b
-		mem := pg.buf.mem[slot*mlx5DBSlot : slot*mlx5DBSlot+8 : slot*mlx5DBSlot+8]
+		mem := pg.buf.mem[slot*dbSlot : slot*dbSlot+8 : slot*dbSlot+8]
 		clear(mem)
-		return &mlx5DBRec{page: pg, slot: slot, mem: mem}
+		return &dbRec{page: pg, slot: slot, mem: mem}
 	}
 	return nil
 }
 
 // put frees a record; a page with no record left is unmapped.
-func (p *mlx5DBPool) put(r *mlx5DBRec) error {
+func (p *dbPool) put(r *dbRec) error {
 	if r == nil || r.page == nil {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (p *mlx5DBPool) put(r *mlx5DBRec) error {
 	r.page, r.mem = nil, nil
 	pg.used[r.slot/64] &^= 1 << (r.slot % 64)
 	pg.n--
-	slots := len(pg.buf.mem) / mlx5DBSlot
+	slots := len(pg.buf.mem) / dbSlot
 	if pg.n > len(pg.used)*64-slots {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (p *mlx5DBPool) put(r *mlx5DBRec) error {
 }
 
 // close unmaps every page (the context is closing: no queue is left).
-func (p *mlx5DBPool) close() {
+func (p *dbPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pg := range p.pages {
@@ -149,24 +149,24 @@ func (p *mlx5DBPool) close() {
 	p.pages = nil
 }
 
-// mlx5UAR is a UAR page allocated with MLX5_IB_METHOD_UAR_OBJ_ALLOC
+// uarPage is a UAR page allocated with MLX5_IB_METHOD_UAR_OBJ_ALLOC
 // (dynamic UARs) and mapped from the command fd. Its doorbell and
-// BlueFlame registers start at mlx5BFOffset.
-type mlx5UAR struct {
+// BlueFlame registers start at bfOffset.
+type uarPage struct {
 	handle uint32
 	pageID uint32
 	mem    []byte
 }
 
-// mlx5BFOffset is where a UAR page's doorbell register (and BlueFlame
+// bfOffset is where a UAR page's doorbell register (and BlueFlame
 // buffer) starts (MLX5_BF_OFFSET).
-const mlx5BFOffset = 0x800
+const bfOffset = 0x800
 
-// mlx5CQArmOffset is where the CQ arm doorbell is in a UAR page
+// provCQArmOffset is where the CQ arm doorbell is in a UAR page
 // (MLX5_CQ_DOORBELL).
-const mlx5CQArmOffset = 0x20
+const provCQArmOffset = 0x20
 
-func (p *mlx5Provider) allocUAR(nc bool) (*mlx5UAR, error) {
+func (p *Provider) allocUAR(nc bool) (*uarPage, error) {
 	typ := uint64(abi.MLX5_IB_UAPI_UAR_ALLOC_TYPE_BF)
 	what := "BlueFlame"
 	if nc {
@@ -180,15 +180,15 @@ func (p *mlx5Provider) allocUAR(nc bool) (*mlx5UAR, error) {
 	m.Out(abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_OFFSET, abi.Bytes(&off))
 	m.Out(abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_MMAP_LENGTH, abi.Bytes(&length))
 	m.Out(abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_PAGE_ID, abi.Bytes(&pageID))
-	if err := p.ctx.exec(m); err != nil {
+	if err := p.ctx.Exec(m); err != nil {
 		return nil, err
 	}
-	u := &mlx5UAR{handle: uint32(m.Result(h)), pageID: pageID}
-	if length < mlx5BFOffset+512 {
+	u := &uarPage{handle: uint32(m.Result(h)), pageID: pageID}
+	if length < bfOffset+512 {
 		p.destroyUAR(u.handle)
 		return nil, &sys.Error{Op: "mlx5 UAR_OBJ_ALLOC", Err: fmt.Errorf("kernel reported a %d-byte UAR", length)}
 	}
-	mem, err := p.ctx.fd.Mmap("mlx5 map UAR", int64(off), int(length))
+	mem, err := p.ctx.FD().Mmap("mlx5 map UAR", int64(off), int(length))
 	if err != nil {
 		p.destroyUAR(u.handle)
 		return nil, err
@@ -197,13 +197,13 @@ func (p *mlx5Provider) allocUAR(nc bool) (*mlx5UAR, error) {
 	return u, nil
 }
 
-func (p *mlx5Provider) destroyUAR(handle uint32) error {
+func (p *Provider) destroyUAR(handle uint32) error {
 	m := sys.NewMethod("mlx5 UAR_OBJ_DESTROY", abi.MLX5_IB_OBJECT_UAR, abi.MLX5_IB_METHOD_UAR_OBJ_DESTROY)
 	m.Handle(abi.MLX5_IB_ATTR_UAR_OBJ_DESTROY_HANDLE, handle)
-	return p.ctx.exec(m)
+	return p.ctx.Exec(m)
 }
 
-func (p *mlx5Provider) freeUAR(u *mlx5UAR) error {
+func (p *Provider) freeUAR(u *uarPage) error {
 	if u == nil {
 		return nil
 	}

@@ -1,0 +1,769 @@
+package mlx5
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+)
+
+// Provider is the provider of NVIDIA/Mellanox ConnectX devices
+// (driver mlx5_ib; rdma-core's providers/mlx5): the library builds work
+// queue entries in buffers it allocates, rings the device through UAR
+// pages mapped from the command fd, and reads completions the device
+// writes into CQ buffers. The device formats (WQE segments, CQEs,
+// sizing, doorbell order) are the package's other files; this one
+// joins them to uverbs: GET_CONTEXT's driver data, UARs, buffers and
+// doorbell records (mem.go), the create commands' driver data, and the
+// queues' translation of uverbs' work requests and completions.
+//
+// UARs are dynamic (MLX5_IB_METHOD_UAR_OBJ_ALLOC, kernels from 5.6):
+// each QP gets a BlueFlame UAR page of its own, so its doorbell register
+// and BlueFlame halves are never shared and posting takes no lock (the
+// static bfreg table would share "medium latency" registers between QPs
+// behind a spin lock), and the context has one non-cached UAR page for
+// arming CQs. A kernel that answers GET_CONTEXT with static bfregs (no
+// dynamic UAR support) is refused with ErrNotSupported.
+type Provider struct {
+	ctx  provider.Context
+	resp abi.MLX5AllocUContextResp
+	// cqUAR is the non-cached page CQ arm doorbells go to.
+	cqUAR *uarPage
+	dbs   dbPool
+
+	// uidx maps a QP's user index (the 24-bit number CREATE_QP names and
+	// version-1 CQEs carry) to its queues: two levels of 4096 entries,
+	// read without locks by Poll.
+	uidxMu   sync.Mutex
+	uidxFree []uint32
+	uidxNext uint32
+	uidx     [uidxPages]atomic.Pointer[[uidxPageLen]atomic.Pointer[provQP]]
+}
+
+const (
+	uidxPageLen = 1 << 12
+	uidxPages   = 1 << 12 // 24-bit user indices
+)
+
+// NewProvider returns the mlx5 provider of a context.
+func NewProvider(ctx provider.Context) *Provider { return &Provider{ctx: ctx} }
+
+// sizeOf is the size of a kernel struct.
+func sizeOf[T any]() uintptr {
+	var v T
+	return uintptr(len(abi.Bytes(&v)))
+}
+
+func (p *Provider) Name() string { return "mlx5" }
+
+// contextDriverData asks for what libmlx5 asks for (c
+// mlx5_alloc_context): version-1 CQEs (they carry the QP's user index),
+// 4 KiB UAR pages and dynamic UARs; the bfreg counts are those libmlx5
+// sends, which a kernel with dynamic UARs ignores. DEVX stays off: it
+// needs CAP_NET_RAW and the verbs do not use it.
+func (p *Provider) ContextDriverData() ([]byte, int) {
+	req := abi.MLX5AllocUContextReqV2{
+		TotalNumBfregs:      16,
+		NumLowLatencyBfregs: 4,
+		MaxCQEVersion:       1,
+		LibCaps:             abi.MLX5_LIB_CAP_4K_UAR | abi.MLX5_LIB_CAP_DYN_UAR,
+	}
+	return abi.Bytes(&req), int(sizeOf[abi.MLX5AllocUContextResp]())
+}
+
+func (p *Provider) ContextCreated(out []byte) error {
+	copy(abi.Bytes(&p.resp), out)
+	r := &p.resp
+	switch {
+	case r.TotBfregs != 0:
+		return fmt.Errorf("uverbs: mlx5: the kernel allocated %d static bfregs: dynamic UARs (Linux 5.6 or later) are needed: %w", r.TotBfregs, sys.ErrNotSupported)
+	case r.CQEVersion != 1:
+		return fmt.Errorf("uverbs: mlx5: CQE version %d: version 1 is needed: %w", r.CQEVersion, sys.ErrNotSupported)
+	case r.BfRegSize == 0 || r.BfRegSize > 4096-bfOffset || r.BfRegSize&63 != 0:
+		return &sys.Error{Op: "mlx5 GET_CONTEXT", Err: fmt.Errorf("BlueFlame register of %d bytes", r.BfRegSize)}
+	}
+	u, err := p.allocUAR(true)
+	if err != nil {
+		return err
+	}
+	p.cqUAR = u
+	return nil
+}
+
+func (p *Provider) Close() {
+	p.freeUAR(p.cqUAR)
+	p.cqUAR = nil
+	p.dbs.close()
+}
+
+// newUIdx reserves a user index for a QP.
+func (p *Provider) newUIdx(q *provQP) (uint32, error) {
+	p.uidxMu.Lock()
+	defer p.uidxMu.Unlock()
+	var i uint32
+	if n := len(p.uidxFree); n > 0 {
+		i = p.uidxFree[n-1]
+		p.uidxFree = p.uidxFree[:n-1]
+	} else {
+		// NoUIdx, the last 24-bit value, is the one version-1
+		// contexts may not use.
+		if p.uidxNext >= NoUIdx {
+			return 0, fmt.Errorf("uverbs: mlx5: CreateQP: all %d user indices are in use: %w", p.uidxNext, sys.ErrBusy)
+		}
+		i = p.uidxNext
+		p.uidxNext++
+	}
+	page := p.uidx[i/uidxPageLen].Load()
+	if page == nil {
+		page = new([uidxPageLen]atomic.Pointer[provQP])
+		p.uidx[i/uidxPageLen].Store(page)
+	}
+	page[i%uidxPageLen].Store(q)
+	return i, nil
+}
+
+func (p *Provider) dropUIdx(i uint32) {
+	p.uidxMu.Lock()
+	defer p.uidxMu.Unlock()
+	if page := p.uidx[i/uidxPageLen].Load(); page != nil {
+		page[i%uidxPageLen].Store(nil)
+	}
+	p.uidxFree = append(p.uidxFree, i)
+}
+
+// qpByUIdx finds the QP a CQE names; nil for an index no QP holds.
+func (p *Provider) qpByUIdx(i uint32) *provQP {
+	if i >= uidxPages*uidxPageLen {
+		return nil
+	}
+	page := p.uidx[i/uidxPageLen].Load()
+	if page == nil {
+		return nil
+	}
+	return page[i%uidxPageLen].Load()
+}
+
+// limits are the device's queue limits from GET_CONTEXT.
+func (p *Provider) limits() Limits {
+	r := &p.resp
+	return Limits{MaxSQDescSz: int(r.MaxSQDescSz), MaxRQDescSz: int(r.MaxRQDescSz),
+		MaxSendWQEBB: int(r.MaxSendWqebb), MaxRecvWR: int(r.MaxRecvWR), MaxSRQRecvWR: int(r.MaxSRQRecvWR)}
+}
+
+// prep is what a create command's preparation allocated: the queue
+// buffer, the doorbell record, and for a QP its UAR and user index.
+type prep struct {
+	p     *Provider
+	buf   *qbuf
+	db    *dbRec
+	uar   *uarPage
+	uidx  uint32
+	hasU  bool
+	qp    *provQP // the QP the user index points at, filled by newQP
+	cq    CQSizing
+	sq    SQSizing
+	rq    RQSizing
+	srq   SRQSizing
+	sqOff int
+}
+
+func (r *prep) release() {
+	p := r.p
+	if r.hasU {
+		p.dropUIdx(r.uidx)
+		r.hasU = false
+	}
+	p.freeUAR(r.uar)
+	p.dbs.put(r.db)
+	r.buf.free()
+	r.uar, r.db, r.buf = nil, nil, nil
+}
+
+// ---- completion queue ----
+
+func (p *Provider) CQDriverData(size int) (provider.DriverReq, error) {
+	sz, err := CQSize(size, CQESize, os.Getpagesize())
+	if err != nil {
+		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateCQ: %w", err)
+	}
+	r := &prep{p: p, cq: sz}
+	if r.buf, err = allocBuf("CQ", sz.Bytes); err != nil {
+		return provider.DriverReq{}, err
+	}
+	if r.db, err = p.dbs.get(); err != nil {
+		r.release()
+		return provider.DriverReq{}, err
+	}
+	InitCQBuffer(r.buf.mem, sz)
+	req, err := CreateCQData(r.buf.addr(), r.db.addr(), sz, int(p.cqUAR.pageID))
+	if err != nil {
+		r.release()
+		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateCQ: mlx5: %v: %w", err, sys.ErrNotSupported)
+	}
+	return provider.DriverReq{In: abi.Bytes(&req), OutLen: int(sizeOf[abi.MLX5CreateCQResp]()), Size: sz.KernCQE,
+		State: r, Release: r.release}, nil
+}
+
+// provCQ is a CQ's ring. Poll finds each completion's QP by the user
+// index the CQE carries.
+type provCQ struct {
+	p    *Provider
+	cq   *provider.CQ
+	prep *prep
+	q    *CQ
+	cqe  CQE
+}
+
+func (p *Provider) NewCQ(cq *provider.CQ, req provider.DriverReq, out []byte) (provider.CQQueue, error) {
+	r := req.State.(*prep)
+	var resp abi.MLX5CreateCQResp
+	copy(abi.Bytes(&resp), out)
+	q, err := NewCQ(CQConfig{Buf: r.buf.mem, Sizing: r.cq, CQN: resp.CQN, DBRec: r.db.mem,
+		UAR: p.cqUAR.mem, Writer: Device{}})
+	if err != nil {
+		return nil, &sys.Error{Op: "mlx5 CQ", Err: err}
+	}
+	return &provCQ{p: p, cq: cq, prep: r, q: q}, nil
+}
+
+// wcFlags converts the decoder's flags (libibverbs' bits) to
+// WCFlags (the kernel's) with one load.
+var wcFlags = func() (t [16]provider.WCFlags) {
+	for k := range t {
+		if k&WCFlagGRH != 0 {
+			t[k] |= provider.WCWithGRH
+		}
+		if k&WCFlagWithImm != 0 {
+			t[k] |= provider.WCWithImm
+		}
+		if k&WCFlagWithInv != 0 {
+			t[k] |= provider.WCWithInv
+		}
+	}
+	return t
+}()
+
+func (q *provCQ) Poll(wc []provider.WC) int {
+	n := 0
+	c := &q.cqe
+	ci := q.q.ConsumerIndex()
+	for n < len(wc) {
+		got, ok := q.q.Poll(c)
+		if !got {
+			break
+		}
+		if !ok {
+			continue // undecodable: consumed, as a corrupt entry must not wedge the queue
+		}
+		qp := q.p.qpByUIdx(c.SRQNUIdx)
+		if qp == nil || qp.qp == nil {
+			continue // a QP destroyed since (its CQEs were cleaned; a stray one is dropped)
+		}
+		w := &wc[n]
+		w.Status, w.Opcode, w.VendorErr, w.ByteLen = uint32(c.Status), uint32(c.WCOpcode), uint32(c.VendorErr), c.ByteLen
+		w.QPNum, w.SrcQP, w.Flags = qp.qp.Num, c.SrcQP, wcFlags[c.WCFlags&(WCFlagGRH|WCFlagWithImm|WCFlagWithInv)]
+		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = c.PKeyIndex, c.SLID, c.SL, c.PathBits, 0
+		w.Imm = 0
+		if c.WCFlags&(WCFlagWithImm|WCFlagWithInv) != 0 {
+			w.Imm = c.Imm // immediate data or the invalidated rkey, as in ibv_wc
+		}
+		switch {
+		case c.Requester():
+			w.WRID = qp.sq.Complete(c.WQECounter)
+		case qp.srq != nil:
+			w.WRID = qp.srq.complete(c.WQECounter)
+		case qp.rq != nil:
+			w.WRID = qp.rq.Complete(c.WQECounter)
+		}
+		if c.Status != WCSuccess {
+			q.p.ctx.SawErrorCompletion(qp.qp.Num)
+		}
+		n++
+	}
+	// The doorbell record only when CQEs were consumed (undecodable and
+	// stray ones included): an empty poll writes nothina.
+	if q.q.ConsumerIndex() != ci {
+		q.q.UpdateCI()
+	}
+	return n
+}
+
+func (q *provCQ) ResizeDriverOutLen() int { return 0 }
+
+// fixedSize: mlx5's RESIZE_CQ moves the completions to a new buffer the
+// library allocates and copies into; the provider does not do that yet.
+func (q *provCQ) FixedSize() string { return "the mlx5 provider does not resize CQs" }
+
+// resized is never reached (fixedSize).
+func (q *provCQ) Resized([]byte) error {
+	return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", sys.ErrNotSupported)
+}
+
+func (q *provCQ) Unmap() error {
+	q.prep.release()
+	return nil
+}
+
+// arm requests a completion event from user space (mlx5_arm_cq): the
+// arm word in the doorbell record and the UAR's CQ doorbell.
+func (q *provCQ) Arm(solicitedOnly bool) error {
+	if err := q.q.Arm(solicitedOnly); err != nil {
+		return &sys.Error{Op: "mlx5 arm CQ", Err: err}
+	}
+	return nil
+}
+
+// event counts a completion event for the next arm's sequence number.
+func (q *provCQ) Event() {
+	if l := q.cq.Lock; l != nil {
+		l.Lock()
+		defer l.Unlock()
+	}
+	q.q.Event()
+}
+
+// clean drops the CQEs of the QP with user index uidx (the QP is being
+// reset or destroyed), freeing their SRQ WQEs, as mlx5_cq_clean. Locks
+// are taken in Poll's order: the CQ's, then the SRQ's.
+func (q *provCQ) clean(uidx uint32, srq *provSRQ) {
+	if l := q.cq.Lock; l != nil {
+		l.Lock()
+		defer l.Unlock()
+	}
+	var s *SRQ
+	if srq != nil {
+		if l := srq.srq.Lock; l != nil {
+			l.Lock()
+			defer l.Unlock()
+		}
+		s = srq.q
+	}
+	q.q.Clean(uidx, true, s)
+}
+
+// ---- queue pair ----
+
+func qpType(t provider.QPType) (QPType, error) {
+	switch t {
+	case provider.QPTypeRC:
+		return RC, nil
+	case provider.QPTypeUC:
+		return UC, nil
+	case provider.QPTypeUD:
+		return UD, nil
+	}
+	return 0, fmt.Errorf("uverbs: CreateQP: mlx5: QP type %v: %w", t, sys.ErrNotSupported)
+}
+
+func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, error) {
+	typ, err := qpType(cfg.Type)
+	if err != nil {
+		return provider.DriverReq{}, err
+	}
+	lim := p.limits()
+	// Memory windows are not offered, so the send WQE has no room for a
+	// bind (libmlx5 sizes RC and UC for one by default).
+	sq, err := SQSize(typ, false, int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData), lim)
+	if err != nil {
+		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateQP: %w", err)
+	}
+	rq, err := RQSize(int(cfg.Cap.MaxRecvWR), int(cfg.Cap.MaxRecvSGE), cfg.HasSRQ, lim)
+	if err != nil {
+		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateQP: %w", err)
+	}
+	sqOff, bytes := QPBuffer(sq, rq, os.Getpagesize())
+	r := &prep{p: p, sq: sq, rq: rq, sqOff: sqOff}
+	if r.buf, err = allocBuf("QP", bytes); err != nil {
+		return provider.DriverReq{}, err
+	}
+	if r.db, err = p.dbs.get(); err != nil {
+		r.release()
+		return provider.DriverReq{}, err
+	}
+	if r.uar, err = p.allocUAR(false); err != nil {
+		r.release()
+		return provider.DriverReq{}, err
+	}
+	r.qp = &provQP{p: p}
+	if r.uidx, err = p.newUIdx(r.qp); err != nil {
+		r.release()
+		return provider.DriverReq{}, err
+	}
+	r.hasU = true
+	req := CreateQPData(r.buf.addr(), r.db.addr(), sq, rq, r.uidx, int(r.uar.pageID))
+	return provider.DriverReq{In: abi.Bytes(&req), OutLen: int(sizeOf[abi.MLX5CreateQPResp]()), State: r, Release: r.release}, nil
+}
+
+// provQP is a QP's send and receive queues. Its send queue rings the
+// QP's own BlueFlame register.
+type provQP struct {
+	p    *Provider
+	qp   *provider.QP
+	prep *prep
+	sq   *SQ
+	rq   *RQ      // nil on an SRQ or without receives
+	srq  *provSRQ // the SRQ the QP receives from
+	scq  *provCQ
+	rcq  *provCQ
+	// inline is where a post copies its inline data from the caller's
+	// memory first (MaxInline bytes).
+	inline []byte
+}
+
+func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (provider.QPQueues, error) {
+	r := req.State.(*prep)
+	var resp abi.MLX5CreateQPResp
+	copy(abi.Bytes(&resp), out)
+	typ, _ := qpType(qp.Type)
+	q := r.qp
+	q.qp, q.prep = qp, r
+	q.scq, _ = qp.SendCQ.(*provCQ)
+	q.rcq, _ = qp.RecvCQ.(*provCQ)
+	if q.scq == nil || q.rcq == nil {
+		return nil, fmt.Errorf("uverbs: CreateQP: mlx5: CQs of another provider: %w", sys.ErrInvalid)
+	}
+	bfSize := int(p.resp.BfRegSize)
+	bf, err := NewBlueFlame(r.uar.mem[bfOffset:bfOffset+bfSize], true, Device{})
+	if err != nil {
+		return nil, &sys.Error{Op: "mlx5 QP", Err: err}
+	}
+	if r.sq.WQECnt > 0 {
+		q.sq, err = NewSQ(SQConfig{Buf: r.buf.mem[r.sqOff : r.sqOff+r.sq.Bytes], Sizing: r.sq, QPN: qp.Num,
+			Type: typ, DBRec: r.db.mem, BlueFlame: bf, Writer: Device{}})
+		if err != nil {
+			return nil, &sys.Error{Op: "mlx5 QP", Err: err}
+		}
+		q.sq.SignalAll = qp.SignalAll
+		q.inline = make([]byte, r.sq.MaxInline)
+	}
+	if r.rq.WQECnt > 0 {
+		if q.rq, err = NewRQ(r.buf.mem[:r.rq.Bytes], r.rq, r.db.mem, Device{}); err != nil {
+			return nil, &sys.Error{Op: "mlx5 QP", Err: err}
+		}
+	}
+	if qp.SRQ != nil {
+		if q.srq, _ = qp.SRQ.(*provSRQ); q.srq == nil {
+			return nil, fmt.Errorf("uverbs: CreateQP: mlx5: an SRQ of another provider: %w", sys.ErrInvalid)
+		}
+	}
+	// The caps the QP reports are what its queues hold.
+	if q.sq != nil {
+		qp.Cap.MaxSendWR, qp.Cap.MaxInlineData = uint32(r.sq.MaxPost), uint32(r.sq.MaxInline)
+	}
+	if q.rq != nil {
+		qp.Cap.MaxRecvWR, qp.Cap.MaxRecvSGE = uint32(r.rq.MaxPost), uint32(r.rq.MaxGS)
+	}
+	return q, nil
+}
+
+func (q *provQP) PostSend(wr *provider.SendWR) error {
+	if q.sq == nil {
+		return fmt.Errorf("uverbs post send: the QP has no send queue (MaxSendWR 0): %w", sys.ErrInvalid)
+	}
+	var err error
+	for i := 0; wr != nil; i, wr = i+1, wr.Next {
+		if err = q.postOneSend(wr); err != nil {
+			q.sq.Abort()
+			err = q.p.ctx.PostError(i, wr.WRID, err)
+			break
+		}
+	}
+	q.sq.Ring()
+	return err
+}
+
+func (q *provQP) postOneSend(wr *provider.SendWR) error {
+	qp := q.qp
+	if err := qp.Owner.CheckSend(wr); err != nil {
+		return err
+	}
+	var op uint8
+	imm := uint32(0)
+	switch wr.Opcode {
+	case provider.WRSend:
+		op = OpSend
+	case provider.WRSendWithImm:
+		op, imm = OpSendImm, wr.Imm
+	case provider.WRSendWithInv:
+		op, imm = OpSendInval, wr.InvalidateRKey
+	case provider.WRRDMAWrite:
+		op = OpRDMAWrite
+	case provider.WRRDMAWriteWithImm:
+		op, imm = OpRDMAWriteImm, wr.Imm
+	case provider.WRRDMARead:
+		op = OpRDMARead
+	case provider.WRAtomicCmpAndSwp:
+		op = OpAtomicCS
+	case provider.WRAtomicFetchAndAdd:
+		op = OpAtomicFA
+	default:
+		return fmt.Errorf("uverbs post send: %v: the mlx5 provider does not post it: %w", wr.Opcode, sys.ErrNotSupported)
+	}
+	var fm uint8
+	if wr.Flags&provider.SendSignaled != 0 {
+		fm |= CtrlCQUpdate
+	}
+	if wr.Flags&provider.SendSolicited != 0 {
+		fm |= CtrlSolicited
+	}
+	if wr.Flags&provider.SendFence != 0 {
+		fm |= CtrlFence
+	}
+	sq := q.sq
+	if err := sq.Begin(op, fm, imm); err != nil {
+		return sendErr(err)
+	}
+	var err error
+	switch op {
+	case OpRDMAWrite, OpRDMAWriteImm, OpRDMARead:
+		err = sq.RemoteAddr(wr.RemoteAddr, wr.RKey)
+	case OpAtomicCS:
+		if err = sq.RemoteAddr(wr.RemoteAddr, wr.RKey); err == nil {
+			err = sq.Atomic(wr.Swap, wr.CompareAdd)
+		}
+	case OpAtomicFA:
+		if err = sq.RemoteAddr(wr.RemoteAddr, wr.RKey); err == nil {
+			err = sq.Atomic(wr.CompareAdd, 0)
+		}
+	default: // sends
+		if qp.Type == provider.QPTypeUD {
+			av, _ := wr.AH.Data.(*AV)
+			if av == nil {
+				return fmt.Errorf("uverbs post send: UD: an AH of another provider: %w", sys.ErrInvalid)
+			}
+			err = sq.Datagram(av, wr.RemoteQPN, wr.RemoteQKey)
+		}
+	}
+	if err != nil {
+		return sendErr(err)
+	}
+	if wr.Flags&provider.SendInline != 0 {
+		// Through the QP's scratch buffer: CopyInline turns memory that
+		// cannot be read into an error (CheckSend held the total to
+		// MaxInline, the buffer's size).
+		n, err := provider.CopyInline(q.inline, wr.SGL)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			if err := sq.Inline(q.inline[:n]); err != nil {
+				return sendErr(err)
+			}
+		}
+	} else {
+		for _, s := range wr.SGL {
+			if err := sq.Data(s.Addr, s.Length, s.LKey); err != nil {
+				return sendErr(err)
+			}
+		}
+	}
+	return sendErr(sq.Finish(wr.WRID))
+}
+
+// sendErr gives the device format's errors uverbs' classes: a full
+// queue is ErrBusy, a request the queue cannot hold invalid.
+func sendErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrBusy):
+		return provider.ErrSendQueueFull
+	}
+	return &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+}
+
+func (q *provQP) PostRecv(wr *provider.RecvWR) error {
+	if q.srq != nil {
+		return fmt.Errorf("uverbs post recv: the QP receives from an SRQ: %w", sys.ErrInvalid)
+	}
+	if q.rq == nil {
+		return fmt.Errorf("uverbs post recv: the QP has no receive queue (MaxRecvWR 0): %w", sys.ErrInvalid)
+	}
+	return postRecvList(q.p.ctx, q.rq, wr)
+}
+
+// recvQueue is a receive queue of a QP or an SRQ.
+type recvQueue interface {
+	Begin() error
+	Data(addr uint64, length, lkey uint32) error
+	Finish(wrID uint64) error
+	Ring()
+}
+
+func postRecvList[Q recvQueue](ctx provider.Context, q Q, wr *provider.RecvWR) error {
+	var err error
+	for i := 0; wr != nil; i, wr = i+1, wr.Next {
+		if err = postOneRecv(q, wr); err != nil {
+			err = ctx.PostError(i, wr.WRID, err)
+			break
+		}
+	}
+	q.Ring()
+	return err
+}
+
+func postOneRecv[Q recvQueue](q Q, wr *provider.RecvWR) error {
+	if err := q.Begin(); err != nil {
+		if errors.Is(err, ErrBusy) {
+			return provider.ErrRecvQueueFull
+		}
+		return &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+	}
+	for _, s := range wr.SGL {
+		if err := q.Data(s.Addr, s.Length, s.LKey); err != nil {
+			return &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+		}
+	}
+	if err := q.Finish(wr.WRID); err != nil {
+		return &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+	}
+	return nil
+}
+
+// reset empties the queues for a QP moved to RESET (mlx5_modify_qp):
+// its CQEs leave both CQs, the rings and doorbell record start over.
+func (q *provQP) Reset() {
+	q.rcq.clean(q.prep.uidx, q.srq)
+	if q.scq != q.rcq {
+		q.scq.clean(q.prep.uidx, nil)
+	}
+	if q.sq != nil {
+		q.sq.Reset()
+	}
+	if q.rq != nil {
+		q.rq.Reset()
+	}
+}
+
+func (q *provQP) Unmap() error {
+	q.rcq.clean(q.prep.uidx, q.srq)
+	if q.scq != q.rcq {
+		q.scq.clean(q.prep.uidx, nil)
+	}
+	q.prep.release()
+	return nil
+}
+
+// ---- shared receive queue ----
+
+func (p *Provider) SRQDriverData(cfg *provider.SRQConfig) (provider.DriverReq, error) {
+	sz, err := SRQSize(int(cfg.MaxWR), int(cfg.MaxSGE), p.limits())
+	if err != nil {
+		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateSRQ: %w", err)
+	}
+	r := &prep{p: p, srq: sz}
+	if r.buf, err = allocBuf("SRQ", sz.Bytes); err != nil {
+		return provider.DriverReq{}, err
+	}
+	if r.db, err = p.dbs.get(); err != nil {
+		r.release()
+		return provider.DriverReq{}, err
+	}
+	// The SRQ's user index is kernel bookkeeping: receive CQEs carry
+	// their QP's, so the table holds no queue for it.
+	if r.uidx, err = p.newUIdx(nil); err != nil {
+		r.release()
+		return provider.DriverReq{}, err
+	}
+	r.hasU = true
+	// The kernel derives the WQE size from max_sge and the ring from
+	// max_wr: it gets the rounded values (mlx5_create_srq).
+	cfg.MaxWR, cfg.MaxSGE = uint32(sz.MaxWR), uint32(sz.MaxGS)
+	req := CreateSRQData(r.buf.addr(), r.db.addr(), r.uidx)
+	return provider.DriverReq{In: abi.Bytes(&req), OutLen: int(sizeOf[abi.MLX5CreateSRQResp]()), State: r, Release: r.release}, nil
+}
+
+// provSRQ is an SRQ's WQE list. Completions free WQEs under the SRQ's
+// lock, as posts take them.
+type provSRQ struct {
+	p    *Provider
+	srq  *provider.SRQ
+	prep *prep
+	q    *SRQ
+}
+
+func (p *Provider) NewSRQ(srq *provider.SRQ, req provider.DriverReq, out []byte) (provider.SRQQueue, error) {
+	r := req.State.(*prep)
+	var resp abi.MLX5CreateSRQResp
+	copy(abi.Bytes(&resp), out)
+	q, err := NewSRQ(r.buf.mem, r.srq, r.db.mem, Device{})
+	if err != nil {
+		return nil, &sys.Error{Op: "mlx5 SRQ", Err: err}
+	}
+	srq.Num = resp.SRQN
+	srq.MaxWR = uint32(r.srq.MaxWR)
+	return &provSRQ{p: p, srq: srq, prep: r, q: q}, nil
+}
+
+func (q *provSRQ) PostRecv(wr *provider.RecvWR) error { return postRecvList(q.p.ctx, q.q, wr) }
+
+// complete frees the WQE of a receive completion and returns its id.
+func (q *provSRQ) complete(counter uint16) uint64 {
+	if l := q.srq.Lock; l != nil {
+		l.Lock()
+		defer l.Unlock()
+	}
+	id, _ := q.q.Complete(counter)
+	return id
+}
+
+// fixedSize: mlx5 SRQs keep their size (the kernel refuses a resize);
+// MODIFY_SRQ arms the limit only.
+func (q *provSRQ) FixedSize() string { return "mlx5 SRQs cannot be resized" }
+
+// modifyDriverData: MODIFY_SRQ on mlx5 carries no driver data.
+func (q *provSRQ) ModifyDriverData() (in, out []byte) { return nil, nil }
+
+func (q *provSRQ) Modified(resized bool) error {
+	if resized {
+		return fmt.Errorf("uverbs: SRQ.Modify: mlx5 cannot resize an SRQ: %w", sys.ErrNotSupported)
+	}
+	return nil
+}
+
+func (q *provSRQ) Unmap() error {
+	q.prep.release()
+	return nil
+}
+
+// ---- address handle ----
+
+func (p *Provider) AHDriverOutLen() int { return int(sizeOf[abi.MLX5CreateAHResp]()) }
+
+// AHCreated builds the AH's address vector (mlx5_create_ah): for RoCE
+// the destination MAC from the kernel's response and the UDP source
+// port from the flow label.
+func (p *Provider) AHCreated(ah *provider.AH, a *provider.AHAttr, out []byte) error {
+	var resp abi.MLX5CreateAHResp
+	copy(abi.Bytes(&resp), out)
+	eth, err := p.ctx.PortIsEthernet(a.PortNum)
+	if err != nil {
+		return err
+	}
+	// The mlx5 rate code is the IB rate plus MLX5_STAT_RATE_OFFSET (the
+	// kernel's ib_rate_to_mlx5); 0 is the port's own rate.
+	rate := a.StaticRate
+	if rate != 0 {
+		rate += 5
+	}
+	var av AV
+	if eth {
+		if p.resp.CmdsSuppUhw&abi.MLX5_USER_CMDS_SUPP_UHW_CREATE_AH == 0 {
+			return fmt.Errorf("uverbs: CreateAH: mlx5: the kernel does not return the destination MAC: %w", sys.ErrNotSupported)
+		}
+		sport := uint16(0)
+		if a.FlowLabel != 0 {
+			sport = FlowLabelToUDPSport(a.FlowLabel)
+		}
+		av = RoCEAV(rate, a.SL, resp.DMAC, a.TrafficClass, a.HopLimit, a.SGIDIndex, a.FlowLabel, a.DGID, sport)
+	} else {
+		av = IBAV(rate, a.SL, a.SrcPathBits, a.DLID, a.IsGlobal, a.TrafficClass, a.HopLimit, a.SGIDIndex, a.FlowLabel, a.DGID)
+	}
+	ah.Data = &av
+	return nil
+}

@@ -1,0 +1,36 @@
+package provider
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/purerdma/rdma/internal/sys"
+)
+
+// TestCopyInlineFault: inline data at an address with no mapping is an
+// error; readable data is copied.
+func TestCopyInlineFault(t *testing.T) {
+	mem, err := sys.MmapAnon(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, "inline")
+	addr := uint64(sys.PointerTo(mem))
+	dst := make([]byte, 64)
+	if n, err := CopyInline(dst, []SGE{{Addr: addr, Length: 6}}); n != 6 || err != nil || string(dst[:6]) != "inline" {
+		t.Fatalf("CopyInline of mapped memory = %d, %v, %q", n, err, dst[:6])
+	}
+	sgl := []SGE{{Addr: addr, Length: 6}}
+	if allocs := testing.AllocsPerRun(100, func() { CopyInline(dst, sgl) }); allocs != 0 {
+		t.Errorf("CopyInline allocates %v times", allocs)
+	}
+	if err := sys.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	_, err = CopyInline(dst, []SGE{{Addr: addr, Length: 6}, {Addr: addr + 100, Length: 8}})
+	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "no readable memory") {
+		t.Errorf("CopyInline of unmapped memory = %v, want EINVAL", err)
+	}
+}
