@@ -362,9 +362,3 @@ func (cq *CQ) Resize(size int) error {
 	cq.size = int(core.CQE)
 	return cq.q.Resized(resp[abi.OffsetofResizeCQRespDriverData:])
 }
-
-// abiSize is the size of a kernel struct.
-func abiSize[T any]() uintptr {
-	var v T
-	return uintptr(len(abi.Bytes(&v)))
-}

@@ -34,13 +34,6 @@ func errNil(op, what string) error {
 	return fmt.Errorf("uverbs: %s: nil %s: %w", op, what, errInvalid)
 }
 
-// Busy errors of the fast path: preallocated, so a caller spinning on a
-// full queue allocates nothing.
-var (
-	errSendQueueFull = &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("send queue full: %w", ErrBusy)}
-	errRecvQueueFull = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("receive queue full: %w", ErrBusy)}
-)
-
 // PostError reports a post list that failed part way: the work requests
 // before Index were posted, the one at Index and after were not. A post
 // that fails at its first work request returns the cause itself, not a

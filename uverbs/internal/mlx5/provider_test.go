@@ -3,6 +3,7 @@ package mlx5
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -204,6 +205,39 @@ func TestMLX5PostSendAtomicsAndInline(t *testing.T) {
 	}
 	if got := string(w[20 : 20+len(msg)]); got != string(msg) {
 		t.Errorf("inline data %q", got)
+	}
+}
+
+// TestMLX5InlineFromUnmappedMemory: inline data at an address with no
+// mapping fails the post with EINVAL instead of crashing, and nothing
+// of the request reaches the queue.
+func TestMLX5InlineFromUnmappedMemory(t *testing.T) {
+	f := newMLX5Fixture(t, provider.QPTypeRC, 4, 4)
+	mem, err := sys.MmapAnon(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := addrOf(mem)
+	if err := sys.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	wr := provider.SendWR{WRID: 3, Opcode: provider.WRSend, Flags: provider.SendInline | provider.SendSignaled,
+		SGL: []provider.SGE{{Addr: addr, Length: 16}}}
+	err = f.qp.PostSend(&wr)
+	if !errors.Is(err, sys.ErrInvalid) || !strings.Contains(err.Error(), "no readable memory") {
+		t.Fatalf("inline send from unmapped memory: %v, want EINVAL naming the memory", err)
+	}
+	if got := f.qp.sq.Counter(); got != 0 {
+		t.Errorf("the refused request moved the send counter to %d", got)
+	}
+	// The queue still works.
+	msg := []byte("after")
+	wr.SGL = []provider.SGE{{Addr: addrOf(msg), Length: uint32(len(msg))}}
+	if err := f.qp.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(f.sqBuf[20 : 20+len(msg)]); got != "after" {
+		t.Errorf("inline data of the next request %q", got)
 	}
 }
 
