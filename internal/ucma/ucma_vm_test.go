@@ -3,6 +3,7 @@ package ucma
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,9 +53,8 @@ func TestCommandsAndQueuedEventAllocateNothing(t *testing.T) {
 		}
 		// Wait until the event is queued, so that GetEvent reads it at
 		// once instead of parking (a park arms a context callback).
-		pfd := [1]unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
-		if n, err := unix.Poll(pfd[:], int((5 * time.Second).Milliseconds())); err != nil || n == 0 {
-			return errNoEvent
+		if err := waitReadable(f.Fd(), 5*time.Second); err != nil {
+			return err
 		}
 		if err := f.GetEvent(ctx, &ev); err != nil {
 			return err
@@ -81,3 +81,26 @@ var (
 	errNoEvent    = errors.New("no event within 5 s")
 	errWrongEvent = errors.New("not the ADDR_RESOLVED of this ID")
 )
+
+// waitReadable waits up to d for fd to be readable. poll(2) is retried
+// when a signal interrupts it (the Go runtime preempts goroutines with
+// SIGURG), with what is left of d.
+func waitReadable(fd int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return errNoEvent
+		}
+		n, err := unix.Poll(pfd[:], int(left.Milliseconds())+1)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("poll: %w", err)
+		case n > 0:
+			return nil
+		}
+	}
+}
