@@ -15,35 +15,25 @@ import (
 // that is not the last completion of a poll, and one in a poll that
 // wraps the ring, mark their QP too.
 func TestPollErrorMarksQP(t *testing.T) {
-	for _, path := range []string{"CQ.Poll", "rxe.CQ.Poll"} {
+	for _, path := range rxePollPaths {
 		t.Run(path, func(t *testing.T) {
 			c := &Context{}
 			qp := &QP{num: 0x11}
-			qp.state.Store(uint32(QPStateRTS))
+			qp.pv.State.Store(uint32(QPStateRTS))
 			c.qps.add(qp)
 			q, r := fakeRxeCQ(t, c, 8)
-			cq := &CQ{rxe: q}
-			poll := func(wc []WorkCompletion) int {
-				if path == "rxe.CQ.Poll" {
-					return q.Poll(wcView(wc))
-				}
-				n, err := cq.Poll(wc)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
+			poll := rxePoller(t, path, q)
 			put := func(e abi.WC) {
 				r.put(r.hdr.ProducerIndex, e)
 				r.hdr.ProducerIndex = (r.hdr.ProducerIndex + 1) & r.mask
 			}
 			marked := func(what string, want bool) {
 				t.Helper()
-				s := qp.state.Load()
+				s := qp.pv.State.Load()
 				if got := s&qpErrSeen != 0; got != want || qp.State() != QPStateRTS {
 					t.Fatalf("%s: state %#x, want RTS, error mark %v", what, s, want)
 				}
-				qp.state.Store(uint32(QPStateRTS))
+				qp.pv.State.Store(uint32(QPStateRTS))
 			}
 			wc := make([]WorkCompletion, 4)
 			put(abi.WC{WRID: 1, Status: uint32(WCSuccess), QPNum: 0x11})
@@ -93,13 +83,13 @@ func TestAsyncErrorEventMarksQP(t *testing.T) {
 	qp3 := &QP{num: 3, sendCQ: cq1, recvCQ: cq1}
 	reset := func() {
 		for _, qp := range []*QP{qp1, qp2, qp3} {
-			qp.state.Store(uint32(QPStateRTS))
+			qp.pv.State.Store(uint32(QPStateRTS))
 			c.qps.add(qp)
 		}
 	}
 	marked := func() (m []uint32) {
 		for _, qp := range []*QP{qp1, qp2, qp3} {
-			if qp.state.Load()&qpErrSeen != 0 {
+			if qp.pv.State.Load()&qpErrSeen != 0 {
 				m = append(m, qp.num)
 			}
 		}

@@ -79,12 +79,13 @@ type QP struct {
 	userHandle uint64
 	locks      bool
 	smu, rmu   sync.Mutex
-	// state is the QPState as last set or queried in its low byte,
+	q          provider.QPQueues
+	// pv is what the provider knows of the QP. Its State is the QP's
+	// state word: the QPState as last set or queried in its low byte,
 	// and qpErrSeen once a completion in error or an error event for
-	// the QP was seen since.
-	state atomic.Uint32
-	q     provider.QPQueues
-	pv    provider.QP // what the provider knows of the QP
+	// the QP was seen since (the provider reads it in place: rxe's
+	// PostRecv flushes receives posted in ERR).
+	pv provider.QP
 	// mcast counts attached multicast groups: the kernel refuses to
 	// destroy a QP that has any.
 	mcast atomic.Int32
@@ -98,7 +99,7 @@ type QP struct {
 const qpErrSeen = 1 << 8
 
 // markErrSeen records that the device may have moved the QP to ERR.
-func (qp *QP) markErrSeen() { qp.state.Or(qpErrSeen) }
+func (qp *QP) markErrSeen() { qp.pv.State.Or(qpErrSeen) }
 
 // qpTable maps QP numbers to a context's QPs, for Poll's error branch.
 type qpTable struct {
@@ -204,13 +205,14 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	qp.num = qpNum
 	qp.cap = QPCap{MaxSendWR: capOut.MaxSendWR, MaxRecvWR: capOut.MaxRecvWR, MaxSendSGE: capOut.MaxSendSGE,
 		MaxRecvSGE: capOut.MaxRecvSGE, MaxInlineData: capOut.MaxInlineData}
-	qp.state.Store(uint32(QPStateReset))
 	qp.closer = qp.destroy
-	qp.pv = provider.QP{Handle: qp.handle, Num: qp.num, Type: provider.QPType(qp.typ), Cap: provider.QPCap(qp.cap),
-		SignalAll: qp.sigAll, SendCQ: qp.sendCQ.q, RecvCQ: qp.recvCQ.q, State: &qp.state, Owner: (*qpOwner)(qp)}
+	pv := &qp.pv
+	pv.Handle, pv.Num, pv.Type, pv.Cap = qp.handle, qp.num, provider.QPType(qp.typ), provider.QPCap(qp.cap)
+	pv.SignalAll, pv.SendCQ, pv.RecvCQ, pv.Owner = qp.sigAll, qp.sendCQ.q, qp.recvCQ.q, (*qpOwner)(qp)
 	if qp.srq != nil {
-		qp.pv.SRQ = qp.srq.q
+		pv.SRQ = qp.srq.q
 	}
+	pv.State.Store(uint32(QPStateReset))
 	q, err := c.prov.NewQP(&qp.pv, req, driverOut)
 	if err != nil {
 		qp.destroyKernel()
@@ -367,7 +369,7 @@ func (qp *QP) State() QPState {
 	if qp == nil {
 		return QPStateReset
 	}
-	return QPState(qp.state.Load())
+	return QPState(qp.pv.State.Load())
 }
 
 // PostSend posts a chain of send work requests (ibv_post_send) and rings
@@ -393,7 +395,7 @@ func (qp *QP) PostSend(wr *SendWR) error {
 	if qp.closed.Load() {
 		return errClosedQP
 	}
-	if st := QPState(qp.state.Load()); st < QPStateRTS {
+	if st := QPState(qp.pv.State.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
 	}
 	w := sendWRView(wr)
@@ -417,7 +419,7 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 	if qp.closed.Load() {
 		return errClosedQP
 	}
-	if st := QPState(qp.state.Load()); st < QPStateRTS {
+	if st := QPState(qp.pv.State.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
 	}
 	w := sendWRView(wr)
@@ -462,7 +464,7 @@ func (qp *QP) postRecvUnlocked(wr *RecvWR) error {
 	if qp.srq != nil {
 		return errRecvOnSRQQP
 	}
-	if QPState(qp.state.Load()) == QPStateReset { // C10-97.2.1
+	if QPState(qp.pv.State.Load()) == QPStateReset { // C10-97.2.1
 		return errRecvInReset
 	}
 	return qp.q.PostRecv(recvWRView(wr))

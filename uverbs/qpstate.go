@@ -256,7 +256,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.rmu.Lock()
 		defer qp.rmu.Unlock()
 	}
-	cur := QPState(qp.state.Load())
+	cur := QPState(qp.pv.State.Load())
 	if mask&QPAttrCurState != 0 {
 		cur = attr.CurState
 	}
@@ -300,7 +300,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		if r, ok := qp.q.(provider.QPResetter); ok && next == QPStateReset {
 			r.Reset()
 		}
-		qp.state.Store(uint32(next))
+		qp.pv.State.Store(uint32(next))
 	}
 	return nil
 }
@@ -376,7 +376,7 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 		PortNum: int(resp.PortNum), Timeout: resp.Timeout, RetryCnt: resp.RetryCnt, RNRRetry: resp.RNRRetry,
 		AltPortNum: int(resp.AltPortNum), AltTimeout: resp.AltTimeout, SQSigAll: resp.SQSigAll != 0,
 	}
-	qp.state.Store(uint32(a.State))
+	qp.pv.State.Store(uint32(a.State))
 	return a, nil
 }
 
@@ -443,7 +443,7 @@ func isMulticastGID(gid GID) bool {
 // kernel is asked first: an error completion polled late, after the QP
 // was reset and connected again, must not break it.
 func (qp *QP) flushRecvs() error {
-	if qp.state.Load()&qpErrSeen != 0 {
+	if qp.pv.State.Load()&qpErrSeen != 0 {
 		a, err := qp.Query(QPAttrState) // stores the state, without the mark
 		if err != nil {
 			return err

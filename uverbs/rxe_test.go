@@ -41,6 +41,25 @@ func fakeRxeCQ(t *testing.T, c *Context, size uint32) (*rxe.CQ, *fakeRing) {
 	return q, r
 }
 
+// rxePollPaths are the two rxe poll loops: CQ.Poll's own, for a CQ with
+// a TD, and rxe.CQ.Poll, the interface's (a locked CQ's).
+var rxePollPaths = []string{"CQ.Poll", "rxe.CQ.Poll"}
+
+// rxePoller polls q through the loop path names.
+func rxePoller(t *testing.T, path string, q *rxe.CQ) func([]WorkCompletion) int {
+	cq := &CQ{rxe: q}
+	return func(wc []WorkCompletion) int {
+		if path == "rxe.CQ.Poll" {
+			return q.Poll(wcView(wc))
+		}
+		n, err := cq.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+}
+
 // The kernel's enum ib_wc_flags (include/rdma/ib_verbs.h; the UAPI
 // headers have it only as pvrdma's copy), which rxe writes into user
 // completions: written out here, not taken from WCFlags, so that the
@@ -89,20 +108,10 @@ func TestWorkCompletionLayout(t *testing.T) {
 // zeroed), so a field added to WorkCompletion but not to poll fails here.
 // Both loops: CQ.Poll's (a CQ with a TD) and the interface's (locked).
 func TestRxePollWritesEveryField(t *testing.T) {
-	for _, path := range []string{"CQ.Poll", "rxe.CQ.Poll"} {
+	for _, path := range rxePollPaths {
 		t.Run(path, func(t *testing.T) {
 			q, r := fakeRxeCQ(t, &Context{}, 4)
-			cq := &CQ{rxe: q}
-			poll := func(wc []WorkCompletion) int {
-				if path == "rxe.CQ.Poll" {
-					return q.Poll(wcView(wc))
-				}
-				n, err := cq.Poll(wc)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
+			poll := rxePoller(t, path, q)
 			put := r.put
 			imm := abi.WC{WRID: 0x1122334455667788, Status: uint32(WCSuccess), Opcode: uint32(WCRecvRDMAWithImm),
 				VendorErr: 7, ByteLen: 4096, QPNum: 0x11, SrcQP: 0x22, WCFlags: kWCWithImm | kWCGRH,

@@ -9,6 +9,13 @@ func Bytes[T any](p *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
 }
 
+// Size is the size of a kernel struct T in bytes (a driver response's
+// length, for instance).
+func Size[T any]() int {
+	var v T
+	return int(unsafe.Sizeof(v))
+}
+
 // BytesOfSlice views a slice of kernel structs as bytes.
 func BytesOfSlice[T any](s []T) []byte {
 	if len(s) == 0 {

@@ -126,10 +126,10 @@ type QP struct {
 	SendCQ    CQQueue
 	RecvCQ    CQQueue
 	SRQ       SRQQueue // nil: the QP has its own receive queue
-	// State is uverbs' state word of the QP: the QPState in the low
-	// byte, a mark above it once an error was seen (so a marked state
-	// compares greater than StateErr).
-	State *atomic.Uint32
+	// State is the QP's state word, which uverbs keeps here: the
+	// QPState in the low byte, a mark above it once an error was seen
+	// (so a marked state compares greater than StateErr).
+	State atomic.Uint32
 	// Owner is the uverbs QP, for what a provider asks of it.
 	Owner QPOwner
 }

@@ -23,12 +23,6 @@ type Provider struct {
 // New returns the rxe provider of a context.
 func New(ctx provider.Context) *Provider { return &Provider{ctx: ctx} }
 
-// sizeOf is the size of a kernel struct.
-func sizeOf[T any]() uintptr {
-	var v T
-	return uintptr(len(abi.Bytes(&v)))
-}
-
 func (p *Provider) Name() string                     { return "rxe" }
 func (p *Provider) ContextDriverData() ([]byte, int) { return nil, 0 }
 func (p *Provider) ContextCreated([]byte) error      { return nil }
@@ -172,7 +166,7 @@ func (q *CQ) setRing(r *queue) error {
 }
 
 func (p *Provider) CQDriverData(int) (provider.DriverReq, error) {
-	return provider.DriverReq{OutLen: int(sizeOf[abi.RXECreateCQResp]())}, nil
+	return provider.DriverReq{OutLen: abi.Size[abi.RXECreateCQResp]()}, nil
 }
 
 func (p *Provider) NewCQ(cq *provider.CQ, _ provider.DriverReq, out []byte) (provider.CQQueue, error) {
@@ -242,7 +236,7 @@ func (q *CQ) SawErrors(next uint32, n int) {
 	}
 }
 
-func (q *CQ) ResizeDriverOutLen() int { return int(sizeOf[abi.RXEResizeCQResp]()) }
+func (q *CQ) ResizeDriverOutLen() int { return abi.Size[abi.RXEResizeCQResp]() }
 
 func (q *CQ) Resized(out []byte) error {
 	var resp abi.RXEResizeCQResp
@@ -312,7 +306,7 @@ func plainOpcodes(t provider.QPType) (m [16]bool) {
 }
 
 func (p *Provider) QPDriverData(*provider.QPConfig) (provider.DriverReq, error) {
-	return provider.DriverReq{OutLen: int(sizeOf[abi.RXECreateQPResp]())}, nil
+	return provider.DriverReq{OutLen: abi.Size[abi.RXECreateQPResp]()}, nil
 }
 
 func (p *Provider) NewQP(qp *provider.QP, _ provider.DriverReq, out []byte) (provider.QPQueues, error) {
@@ -339,7 +333,7 @@ func (p *Provider) NewQP(qp *provider.QP, _ provider.DriverReq, out []byte) (pro
 	}
 	// The doorbell: POST_SEND with no work requests kicks the kernel's
 	// requester. Built once, so posting allocates nothing.
-	q.dbOut = make([]byte, sizeOf[abi.PostSendResp]())
+	q.dbOut = make([]byte, abi.Size[abi.PostSendResp]())
 	req := abi.PostSend{QPHandle: qp.Handle, WQESize: uint32(abi.SizeofSendWR)}
 	req.Response = uint64(sys.PointerTo(q.dbOut))
 	q.db = p.ctx.FD().CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
@@ -622,7 +616,7 @@ publish:
 }
 
 func (q *QP) PostRecv(wr *provider.RecvWR) error {
-	err := postRecvRing(q.p.ctx, q.rq, q.qp.Cap.MaxRecvWR, q.qp.Cap.MaxRecvSGE, wr)
+	err := q.p.postRecvRing(q.rq, q.qp.Cap.MaxRecvWR, q.qp.Cap.MaxRecvSGE, wr)
 	if q.qp.State.Load() >= provider.StateErr { // ERR, or maybe (marked)
 		if kerr := q.qp.Owner.FlushRecvs(); kerr != nil && err == nil {
 			err = kerr
@@ -633,14 +627,14 @@ func (q *QP) PostRecv(wr *provider.RecvWR) error {
 
 // postRecvRing writes receive work requests into a QP's receive queue or
 // an SRQ. No doorbell: the kernel reads the ring when a message arrives.
-func postRecvRing(ctx provider.Context, r *queue, maxWR, maxSGE uint32, wr *provider.RecvWR) error {
+func (p *Provider) postRecvRing(r *queue, maxWR, maxSGE uint32, wr *provider.RecvWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
 		if len(wr.SGL) > int(maxSGE) {
-			return ctx.PostError(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, sys.ErrInvalid))
+			return p.ctx.PostError(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, sys.ErrInvalid))
 		}
 		prod := r.producer()
 		if r.full(prod, maxWR) {
-			return ctx.PostError(i, wr.WRID, provider.ErrRecvQueueFull)
+			return p.ctx.PostError(i, wr.WRID, provider.ErrRecvQueueFull)
 		}
 		off := r.slot(prod)
 		wqe := mmio.At[abi.RXERecvWQE](r.data, off)
@@ -653,7 +647,7 @@ func postRecvRing(ctx provider.Context, r *queue, maxWR, maxSGE uint32, wr *prov
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return ctx.PostError(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
+			return p.ctx.PostError(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
 		}
 		wqe.DMA = abi.RXEDMAInfo{Length: uint32(length), Resid: uint32(length), NumSGE: uint32(len(wr.SGL))}
 		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)
@@ -672,7 +666,7 @@ type srq struct {
 }
 
 func (p *Provider) SRQDriverData(*provider.SRQConfig) (provider.DriverReq, error) {
-	return provider.DriverReq{OutLen: int(sizeOf[abi.RXECreateSRQResp]())}, nil
+	return provider.DriverReq{OutLen: abi.Size[abi.RXECreateSRQResp]()}, nil
 }
 
 func (p *Provider) NewSRQ(s *provider.SRQ, _ provider.DriverReq, out []byte) (provider.SRQQueue, error) {
@@ -692,7 +686,7 @@ func (p *Provider) NewSRQ(s *provider.SRQ, _ provider.DriverReq, out []byte) (pr
 }
 
 func (q *srq) PostRecv(wr *provider.RecvWR) error {
-	return postRecvRing(q.p.ctx, q.ring, q.srq.MaxWR, q.srq.MaxSGE, wr)
+	return q.p.postRecvRing(q.ring, q.srq.MaxWR, q.srq.MaxSGE, wr)
 }
 
 // modifyDriverData is rxe's MODIFY_SRQ request data: where the kernel
@@ -726,7 +720,7 @@ func (q *srq) Unmap() error { return q.ring.unmap() }
 
 // ---- address handle ----
 
-func (p *Provider) AHDriverOutLen() int { return int(sizeOf[abi.RXECreateAHResp]()) }
+func (p *Provider) AHDriverOutLen() int { return abi.Size[abi.RXECreateAHResp]() }
 
 func (p *Provider) AHCreated(ah *provider.AH, _ *provider.AHAttr, out []byte) error {
 	var resp abi.RXECreateAHResp

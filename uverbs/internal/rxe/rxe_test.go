@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -160,8 +159,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 		case rxeKindQP:
 			resp := abi.RXECreateQPResp{SQMI: mi, RQMI: mi}
 			caps.MaxSendWR, caps.MaxRecvWR = mask, mask
-			var state atomic.Uint32
-			qp := &provider.QP{Type: provider.QPTypeRC, Cap: caps, State: &state, Owner: testOwner{}}
+			qp := &provider.QP{Type: provider.QPTypeRC, Cap: caps, Owner: testOwner{}}
 			q, err := p.NewQP(qp, provider.DriverReq{}, abi.Bytes(&resp))
 			if err != nil {
 				return
@@ -181,7 +179,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 			} {
 				xq.postOneSend(wr) // a full queue is an error, not a failure
 			}
-			postRecvRing(p.ctx, xq.rq, caps.MaxRecvWR, caps.MaxRecvSGE, &provider.RecvWR{SGL: sgl(caps.MaxRecvSGE)})
+			p.postRecvRing(xq.rq, caps.MaxRecvWR, caps.MaxRecvSGE, &provider.RecvWR{SGL: sgl(caps.MaxRecvSGE)})
 		case rxeKindSRQ:
 			resp := abi.RXECreateSRQResp{MI: mi, SRQNum: 7}
 			ps := &provider.SRQ{MaxWR: mask, MaxSGE: caps.MaxRecvSGE}
@@ -192,7 +190,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 			sq := q.(*srq)
 			defer sq.Unmap()
 			checkRing(t, "SRQ", sq.ring, recvWQENeed(ps.MaxSGE))
-			postRecvRing(p.ctx, sq.ring, ps.MaxWR, ps.MaxSGE, &provider.RecvWR{SGL: sgl(ps.MaxSGE)})
+			p.postRecvRing(sq.ring, ps.MaxWR, ps.MaxSGE, &provider.RecvWR{SGL: sgl(ps.MaxSGE)})
 		}
 	})
 }
