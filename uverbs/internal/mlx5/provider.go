@@ -53,12 +53,6 @@ const (
 // NewProvider returns the mlx5 provider of a context.
 func NewProvider(ctx provider.Context) *Provider { return &Provider{ctx: ctx} }
 
-// sizeOf is the size of a kernel struct.
-func sizeOf[T any]() uintptr {
-	var v T
-	return uintptr(len(abi.Bytes(&v)))
-}
-
 func (p *Provider) Name() string { return "mlx5" }
 
 // contextDriverData asks for what libmlx5 asks for (c
@@ -73,7 +67,7 @@ func (p *Provider) ContextDriverData() ([]byte, int) {
 		MaxCQEVersion:       1,
 		LibCaps:             abi.MLX5_LIB_CAP_4K_UAR | abi.MLX5_LIB_CAP_DYN_UAR,
 	}
-	return abi.Bytes(&req), int(sizeOf[abi.MLX5AllocUContextResp]())
+	return abi.Bytes(&req), abi.Size[abi.MLX5AllocUContextResp]()
 }
 
 func (p *Provider) ContextCreated(out []byte) error {
@@ -172,6 +166,21 @@ type prep struct {
 	sqOff int
 }
 
+// newPrep allocates what every queue's preparation has: a queue buffer of
+// size bytes and a doorbell record.
+func (p *Provider) newPrep(what string, size int) (*prep, error) {
+	r := &prep{p: p}
+	var err error
+	if r.buf, err = allocBuf(what, size); err != nil {
+		return nil, err
+	}
+	if r.db, err = p.dbs.get(); err != nil {
+		r.release()
+		return nil, err
+	}
+	return r, nil
+}
+
 func (r *prep) release() {
 	p := r.p
 	if r.hasU {
@@ -191,21 +200,18 @@ func (p *Provider) CQDriverData(size int) (provider.DriverReq, error) {
 	if err != nil {
 		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateCQ: %w", err)
 	}
-	r := &prep{p: p, cq: sz}
-	if r.buf, err = allocBuf("CQ", sz.Bytes); err != nil {
+	r, err := p.newPrep("CQ", sz.Bytes)
+	if err != nil {
 		return provider.DriverReq{}, err
 	}
-	if r.db, err = p.dbs.get(); err != nil {
-		r.release()
-		return provider.DriverReq{}, err
-	}
+	r.cq = sz
 	InitCQBuffer(r.buf.mem, sz)
 	req, err := CreateCQData(r.buf.addr(), r.db.addr(), sz, int(p.cqUAR.pageID))
 	if err != nil {
 		r.release()
 		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateCQ: mlx5: %v: %w", err, sys.ErrNotSupported)
 	}
-	return provider.DriverReq{In: abi.Bytes(&req), OutLen: int(sizeOf[abi.MLX5CreateCQResp]()), Size: sz.KernCQE,
+	return provider.DriverReq{In: abi.Bytes(&req), OutLen: abi.Size[abi.MLX5CreateCQResp](), Size: sz.KernCQE,
 		State: r, Release: r.release}, nil
 }
 
@@ -357,7 +363,7 @@ func qpType(t provider.QPType) (QPType, error) {
 	case provider.QPTypeUD:
 		return UD, nil
 	}
-	return 0, fmt.Errorf("uverbs: CreateQP: mlx5: QP type %v: %w", t, sys.ErrNotSupported)
+	return 0, fmt.Errorf("uverbs: CreateQP: mlx5: QP type %d: %w", t, sys.ErrNotSupported)
 }
 
 func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, error) {
@@ -377,14 +383,11 @@ func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, err
 		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateQP: %w", err)
 	}
 	sqOff, bytes := QPBuffer(sq, rq, os.Getpagesize())
-	r := &prep{p: p, sq: sq, rq: rq, sqOff: sqOff}
-	if r.buf, err = allocBuf("QP", bytes); err != nil {
+	r, err := p.newPrep("QP", bytes)
+	if err != nil {
 		return provider.DriverReq{}, err
 	}
-	if r.db, err = p.dbs.get(); err != nil {
-		r.release()
-		return provider.DriverReq{}, err
-	}
+	r.sq, r.rq, r.sqOff = sq, rq, sqOff
 	if r.uar, err = p.allocUAR(false); err != nil {
 		r.release()
 		return provider.DriverReq{}, err
@@ -396,7 +399,7 @@ func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, err
 	}
 	r.hasU = true
 	req := CreateQPData(r.buf.addr(), r.db.addr(), sq, rq, r.uidx, int(r.uar.pageID))
-	return provider.DriverReq{In: abi.Bytes(&req), OutLen: int(sizeOf[abi.MLX5CreateQPResp]()), State: r, Release: r.release}, nil
+	return provider.DriverReq{In: abi.Bytes(&req), OutLen: abi.Size[abi.MLX5CreateQPResp](), State: r, Release: r.release}, nil
 }
 
 // provQP is a QP's send and receive queues. Its send queue rings the
@@ -656,14 +659,11 @@ func (p *Provider) SRQDriverData(cfg *provider.SRQConfig) (provider.DriverReq, e
 	if err != nil {
 		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateSRQ: %w", err)
 	}
-	r := &prep{p: p, srq: sz}
-	if r.buf, err = allocBuf("SRQ", sz.Bytes); err != nil {
+	r, err := p.newPrep("SRQ", sz.Bytes)
+	if err != nil {
 		return provider.DriverReq{}, err
 	}
-	if r.db, err = p.dbs.get(); err != nil {
-		r.release()
-		return provider.DriverReq{}, err
-	}
+	r.srq = sz
 	// The SRQ's user index is kernel bookkeeping: receive CQEs carry
 	// their QP's, so the table holds no queue for it.
 	if r.uidx, err = p.newUIdx(nil); err != nil {
@@ -675,7 +675,7 @@ func (p *Provider) SRQDriverData(cfg *provider.SRQConfig) (provider.DriverReq, e
 	// max_wr: it gets the rounded values (mlx5_create_srq).
 	cfg.MaxWR, cfg.MaxSGE = uint32(sz.MaxWR), uint32(sz.MaxGS)
 	req := CreateSRQData(r.buf.addr(), r.db.addr(), r.uidx)
-	return provider.DriverReq{In: abi.Bytes(&req), OutLen: int(sizeOf[abi.MLX5CreateSRQResp]()), State: r, Release: r.release}, nil
+	return provider.DriverReq{In: abi.Bytes(&req), OutLen: abi.Size[abi.MLX5CreateSRQResp](), State: r, Release: r.release}, nil
 }
 
 // provSRQ is an SRQ's WQE list. Completions free WQEs under the SRQ's
@@ -733,7 +733,7 @@ func (q *provSRQ) Unmap() error {
 
 // ---- address handle ----
 
-func (p *Provider) AHDriverOutLen() int { return int(sizeOf[abi.MLX5CreateAHResp]()) }
+func (p *Provider) AHDriverOutLen() int { return abi.Size[abi.MLX5CreateAHResp]() }
 
 // AHCreated builds the AH's address vector (mlx5_create_ah): for RoCE
 // the destination MAC from the kernel's response and the UDP source

@@ -260,8 +260,8 @@ func TestMLX5PostSendRefusals(t *testing.T) {
 
 	// Opcodes the provider does not build are refused, not posted.
 	g := newMLX5Fixture(t, provider.QPTypeRC, 2, 2)
-	if err := g.qp.PostSend(&provider.SendWR{Opcode: provider.WRLocalInv}); !errors.Is(err, sys.ErrNotSupported) {
-		t.Errorf("LOCAL_INV: %v, want ErrNotSupported", err)
+	if err := g.qp.PostSend(&provider.SendWR{Opcode: provider.WRLocalInv}); !errors.Is(err, sys.ErrNotSupported) || !strings.Contains(err.Error(), "LOCAL_INV") {
+		t.Errorf("LOCAL_INV: %v, want ErrNotSupported naming LOCAL_INV", err)
 	}
 	if got := g.qp.sq.Counter(); got != 0 {
 		t.Errorf("a refused post moved the send counter to %d", got)

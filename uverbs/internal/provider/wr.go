@@ -1,6 +1,9 @@
 package provider
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // The providers' views of uverbs' work requests and completions: the
 // same fields, in the same order, of the same sizes (the enumerations
@@ -32,6 +35,22 @@ const (
 	WRFlush             WROpcode = 14
 	WRAtomicWrite       WROpcode = 15
 )
+
+var wrOpcodeNames = map[WROpcode]string{
+	WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
+	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ", WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP",
+	WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", WRLocalInv: "LOCAL_INV", WRBindMW: "BIND_MW",
+	WRSendWithInv: "SEND_WITH_INV", WRFlush: "FLUSH", WRAtomicWrite: "ATOMIC_WRITE",
+}
+
+// String is uverbs.WROpcode's String (the names live here, so that a
+// provider's errors name opcodes as uverbs' do).
+func (o WROpcode) String() string {
+	if s, ok := wrOpcodeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("WROpcode(%d)", uint32(o))
+}
 
 // SendFlags are uverbs.SendFlags.
 type SendFlags uint32
