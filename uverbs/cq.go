@@ -332,7 +332,10 @@ func (cq *CQ) Unacked() int {
 }
 
 // Resize changes the CQ's size, keeping its completions (ibv_resize_cq).
-// size must be at least 1 and at most the device's MaxCQE.
+// size must be at least 1 and at most the device's MaxCQE, and (EINVAL
+// otherwise) at least the completions waiting in the CQ. The CQ's new
+// size, which Size reports, may be larger: mlx5 rounds as at CreateCQ,
+// and a size that rounds to the present one changes nothing.
 func (cq *CQ) Resize(size int) error {
 	if cq == nil {
 		return errNil("CQ.Resize", "CQ")
@@ -350,11 +353,25 @@ func (cq *CQ) Resize(size int) error {
 	if err := cq.alive(); err != nil {
 		return err
 	}
+	var drv provider.DriverReq
+	if r, ok := cq.q.(provider.CQResizer); ok {
+		var same bool
+		var err error
+		if drv, same, err = r.ResizeReq(size); err != nil || same {
+			return err
+		}
+		size = drv.Size
+	}
 	drvLen := cq.q.ResizeDriverOutLen()
 	resp := make([]byte, abi.OffsetofResizeCQRespDriverData+drvLen)
 	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(size)}
 	req.Response = uint64(sys.PointerTo(resp))
-	if err := cq.ctx.fd.Command("uverbs RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, abi.Bytes(&req), resp); err != nil {
+	in := abi.Bytes(&req)
+	if len(drv.In) > 0 {
+		in = append(append([]byte{}, in...), drv.In...)
+	}
+	if err := cq.ctx.fd.Command("uverbs RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, in, resp); err != nil {
+		drv.Abort()
 		return err
 	}
 	var core abi.ResizeCQResp

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/purerdma/rdma/internal/sys"
@@ -29,6 +31,7 @@ var selftestChecks = []selftestCheck{
 	{"rc unsignaled", stUnsignaled},
 	{"rc post list", stPostList},
 	{"rc ring wrap", stRingWrap},
+	{"cq resize", stCQResize},
 	{"uc send/recv", stUCSend},
 	{"uc rdma write", stUCWrite},
 	{"ud send", stUDSend},
@@ -462,6 +465,89 @@ func stUnsignaled(r *selftestRun) (string, error) {
 		}
 	}
 	return fmt.Sprintf("%d rounds of %d unsignaled writes + 1 signaled: one completion each, all data landed", rounds, depth-1), nil
+}
+
+// stCQResize resizes a send CQ while the completions of a full send
+// queue of RDMA writes are due (their data has landed), to more entries
+// and then to fewer: each completion must come out once, in order, and
+// the CQ must go on through three wraps of each new size.
+func stCQResize(r *selftestRun) (string, error) {
+	a, b, err := r.rcPair()
+	if err != nil {
+		return "", err
+	}
+	depth := int(a.qp.Cap().MaxSendWR)
+	const size = 64
+	seq := 0
+	// writes posts n signaled writes, each of its own pattern into its
+	// own slot of b's memory, and returns the first's sequence number.
+	writes := func(n int) (int, error) {
+		from := seq
+		for range n {
+			slot := seq % depth * size
+			stPattern(a.buf[slot:slot+size], byte(seq))
+			wr := &uverbs.SendWR{WRID: uint64(seq), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{a.sge(slot, size)}, RemoteAddr: b.mr.Addr() + uint64(slot), RKey: b.mr.RKey()}
+			if err := a.qp.PostSend(wr); err != nil {
+				return 0, fmt.Errorf("post write %d: %w", seq, err)
+			}
+			seq++
+		}
+		return from, nil
+	}
+	complete := func(what string, from, n int) error {
+		wcs, err := r.poll(a.scq, n, what)
+		if err != nil {
+			return err
+		}
+		for i, wc := range wcs {
+			if err := sendWant(a.qp, uint64(from+i), uverbs.WCRDMAWrite).check(fmt.Sprintf("%s: write %d", what, from+i), wc); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var sizes []string
+	for _, n := range []int{4 * depth, depth} {
+		from, err := writes(depth)
+		if err != nil {
+			return "", err
+		}
+		// The last write's data in place: the writes are done, their
+		// completions due or in the CQ.
+		last := (seq - 1) % depth * size
+		deadline := time.Now().Add(selftestWait)
+		for !bytes.Equal(b.buf[last:last+size], a.buf[last:last+size]) {
+			if time.Now().After(deadline) {
+				return "", fmt.Errorf("the writes' data did not land in %v", selftestWait)
+			}
+			runtime.Gosched()
+		}
+		if err := a.scq.Resize(n); err != nil {
+			return "", fmt.Errorf("resize the send CQ to %d with %d completions due: %w", n, depth, err)
+		}
+		what := fmt.Sprintf("after the resize to %d", n)
+		if err := complete(what, from, depth); err != nil {
+			return "", err
+		}
+		for range 3 * a.scq.Size() / depth {
+			from, err := writes(depth)
+			if err != nil {
+				return "", err
+			}
+			if err := complete(what, from, depth); err != nil {
+				return "", err
+			}
+		}
+		sizes = append(sizes, fmt.Sprint(a.scq.Size()))
+		if err := r.wantBytes(what+": memory", a.buf[:depth*size], b.buf[:depth*size]); err != nil {
+			return "", err
+		}
+	}
+	if err := r.quiet(a.scq, "after the resizes"); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("resized to %s entries with %d completions due: each once, in order; %d writes in all", strings.Join(sizes, " and "), depth, seq), nil
 }
 
 func stPostList(r *selftestRun) (string, error) {

@@ -21,7 +21,7 @@ import (
 var selftestRowNames = []string{
 	"rc send/recv", "rc send with imm", "rc rdma write", "rc rdma write with imm", "rc rdma read",
 	"rc compare-and-swap", "rc fetch-and-add", "rc inline send", "rc fence", "rc unsignaled",
-	"rc post list", "rc ring wrap", "uc send/recv", "uc rdma write", "ud send", "srq",
+	"rc post list", "rc ring wrap", "cq resize", "uc send/recv", "uc rdma write", "ud send", "srq",
 	"completion channel", "error completion", "send queue full",
 }
 
@@ -84,7 +84,7 @@ func TestSelftestText(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{"device      rxe0\n", "driver      rxe\n", "link layer  Ethernet\n",
-		"19 passed, 0 failed, 0 n/a\n"} {
+		"20 passed, 0 failed, 0 n/a\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
@@ -104,7 +104,7 @@ func TestSelftestText(t *testing.T) {
 // and the command exits 1.
 func TestSelftestFailsOnWrongData(t *testing.T) {
 	testenv.Device(t)
-	for _, row := range []string{"rc send/recv", "rc rdma read", "rc compare-and-swap", "rc ring wrap", "srq", "send queue full"} {
+	for _, row := range []string{"rc send/recv", "rc rdma read", "rc compare-and-swap", "rc ring wrap", "cq resize", "srq", "send queue full"} {
 		t.Run(row, func(t *testing.T) {
 			selftestTamper = func(check string, got []byte) {
 				if check == row && len(got) > 0 {
@@ -113,11 +113,11 @@ func TestSelftestFailsOnWrongData(t *testing.T) {
 			}
 			defer func() { selftestTamper = nil }()
 			code, rep, stderr := runSelftestJSON(t, "-d", "rxe0", "-iters", "100")
-			if code != 1 || !strings.Contains(stderr, "selftest: rxe0: 1 of 19 checks failed") {
+			if code != 1 || !strings.Contains(stderr, "selftest: rxe0: 1 of 20 checks failed") {
 				t.Errorf("exit %d, stderr %q; want 1 and the count", code, stderr)
 			}
-			if rep.Failed != 1 || rep.Passed != 18 {
-				t.Errorf("%d passed, %d failed; want 18 and 1", rep.Passed, rep.Failed)
+			if rep.Failed != 1 || rep.Passed != 19 {
+				t.Errorf("%d passed, %d failed; want 19 and 1", rep.Passed, rep.Failed)
 			}
 			for _, r := range rep.Rows {
 				switch {
@@ -186,7 +186,7 @@ func TestHWCheckScript(t *testing.T) {
 	}
 	code, out := run("", "-iters", "1000")
 	for _, want := range []string{"=== rxe0 (kernel driver rxe)\n", "=== rxe1 (kernel driver rxe)\n", "provider    rxe",
-		"19 passed, 0 failed, 0 n/a\n", "hwcheck: every check passed on 2 device(s)\n"} {
+		"20 passed, 0 failed, 0 n/a\n", "hwcheck: every check passed on 2 device(s)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("hwcheck output lacks %q:\n%s", want, out)
 		}

@@ -27,6 +27,9 @@ var (
 	// ErrNoMemory is ENOMEM, for packages that classify kernel errors
 	// without importing syscall.
 	ErrNoMemory error = syscall.ENOMEM
+	// ErrIO is EIO, for a device whose state user space reads
+	// contradicts what it must be (completions lost).
+	ErrIO error = syscall.EIO
 )
 
 type busyError struct{}

@@ -1,5 +1,10 @@
 package mlx5
 
+import (
+	"errors"
+	"fmt"
+)
+
 // CQE is a decoded 64-byte completion (struct mlx5_cqe64, or struct
 // mlx5_err_cqe for the error opcodes), with the ibv_wc values libmlx5
 // derives from it. Which work request it completes is left to the
@@ -267,11 +272,7 @@ func (q *CQ) Event() { q.armSN++ }
 // CQEs it removed. The QP must already be in RESET, so the device adds
 // none for it meanwhile.
 func (q *CQ) Clean(id uint32, byUIdx bool, srq *SRQ) int {
-	// The CQEs software owns now: at most a full ring.
-	n := uint32(0)
-	for n < q.ncqe && q.owned(q.ci+n) {
-		n++
-	}
+	n := uint32(q.Pending())
 	if n == 0 {
 		return 0
 	}
@@ -307,6 +308,77 @@ func (q *CQ) Clean(id uint32, byUIdx bool, srq *SRQ) int {
 		q.UpdateCI()
 	}
 	return int(freed)
+}
+
+// Pending counts the CQEs software owns from the consumer index on: the
+// completions a Poll would return now (at most a full ring).
+func (q *CQ) Pending() int {
+	n := uint32(0)
+	for n < q.ncqe && q.owned(q.ci+n) {
+		n++
+	}
+	return int(n)
+}
+
+// ErrResizeLost is returned by Resize when the device resized the CQ but
+// its old buffer did not hold what a resize leaves there, so completions
+// written before the resize may be lost.
+var ErrResizeLost = errors.New("mlx5: CQ resized, completions may be lost")
+
+// Resize moves the CQ to buf, a fresh buffer of sizing s prepared with
+// InitCQBuffer, after RESIZE_CQ named buf to the device (cq.c
+// mlx5_cq_resize_copy_cqes). The device ends the old buffer with a
+// resize CQE: the completions before it, not yet polled, are copied to
+// the slots after the consumer index in buf, with the owner bits of
+// their place there; the resize CQE is consumed, and the doorbell record
+// says so. It returns how many completions moved.
+//
+// The device no longer writes the old buffer, so the CQ takes buf even
+// when the old one is not as it should be: no resize CQE where software
+// owns the ring, or more completions than buf holds. Those return
+// ErrResizeLost; a size or CQE size buf does not match returns
+// ErrInvalid and changes nothing.
+func (q *CQ) Resize(buf []byte, s CQSizing) (int, error) {
+	if s.NCQE < 2 || s.NCQE&(s.NCQE-1) != 0 || s.NCQE > 1<<24 || s.CQESize != q.cqeSize || len(buf) < s.NCQE*s.CQESize {
+		return 0, invalid("CQ resize to sizing %+v in %d bytes (CQEs of %d bytes)", s, len(buf), q.cqeSize)
+	}
+	nq := *q
+	nq.buf, nq.ncqe = buf[:s.NCQE*s.CQESize], uint32(s.NCQE)
+	moved, err := 0, error(nil)
+	i := q.ci
+	for {
+		if !q.owned(i) {
+			err = fmt.Errorf("%w: the old buffer's CQE %d is the device's, not a resize CQE", ErrResizeLost, i-q.ci)
+			break
+		}
+		readBarrier()
+		if q.cqe64(i)[63]>>4 == CQEResizeCQ {
+			break
+		}
+		if moved == s.NCQE-1 {
+			err = fmt.Errorf("%w: more than the %d completions the new buffer holds", ErrResizeLost, s.NCQE-1)
+			break
+		}
+		if i-q.ci == q.ncqe-1 {
+			err = fmt.Errorf("%w: no resize CQE in the old buffer", ErrResizeLost)
+			break
+		}
+		dst := nq.slot(i + 1)
+		copy(dst, q.slot(i))
+		owner := uint8(0)
+		if (i+1)&nq.ncqe != 0 {
+			owner = cqeOwnerMask
+		}
+		dst[len(dst)-1] = dst[len(dst)-1]&^cqeOwnerMask | owner
+		moved++
+		i++
+	}
+	q.buf, q.ncqe = nq.buf, nq.ncqe
+	if err == nil {
+		q.ci++ // the resize CQE
+	}
+	q.UpdateCI()
+	return moved, err
 }
 
 // owned says whether software owns CQE n (cq.c get_sw_cqe).

@@ -50,3 +50,10 @@ func CreateQPData(bufAddr, dbAddr uint64, sq SQSizing, rq RQSizing, uidx uint32,
 func CreateSRQData(bufAddr, dbAddr uint64, uidx uint32) abi.MLX5CreateSRQ {
 	return abi.MLX5CreateSRQ{BufAddr: bufAddr, DbAddr: dbAddr, Uidx: uidx}
 }
+
+// ResizeCQData is RESIZE_CQ's driver data: the new buffer, of sizing s,
+// at bufAddr (the doorbell record stays). The command's own cqe is
+// s.KernCQE.
+func ResizeCQData(bufAddr uint64, s CQSizing) abi.MLX5ResizeCQ {
+	return abi.MLX5ResizeCQ{BufAddr: bufAddr, CQESize: uint16(s.CQESize)}
+}

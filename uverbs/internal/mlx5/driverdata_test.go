@@ -32,6 +32,9 @@ func TestDriverData(t *testing.T) {
 	if _, err := CreateCQData(0, 0, cs, 1<<16); !errors.Is(err, ErrInvalid) {
 		t.Errorf("UAR page 2^16: %v, want ErrInvalid", err)
 	}
+	if got := ResizeCQData(0x40000, cs); got != (abi.MLX5ResizeCQ{BufAddr: 0x40000, CQESize: 64}) {
+		t.Errorf("ResizeCQData: %+v", got)
+	}
 	if got := CreateSRQData(1, 2, NoUIdx); got != (abi.MLX5CreateSRQ{BufAddr: 1, DbAddr: 2, Uidx: NoUIdx}) {
 		t.Errorf("CreateSRQData: %+v", got)
 	}

@@ -223,6 +223,10 @@ type provCQ struct {
 	prep *prep
 	q    *CQ
 	cqe  CQE
+
+	// A resize between ResizeReq and Resized: the new buffer.
+	resize   *qbuf
+	resizeSz CQSizing
 }
 
 func (p *Provider) NewCQ(cq *provider.CQ, req provider.DriverReq, out []byte) (provider.CQQueue, error) {
@@ -301,16 +305,72 @@ func (q *provCQ) Poll(wc []provider.WC) int {
 
 func (q *provCQ) ResizeDriverOutLen() int { return 0 }
 
-// fixedSize: mlx5's RESIZE_CQ moves the completions to a new buffer the
-// library allocates and copies into; the provider does not do that yet.
-func (q *provCQ) FixedSize() string { return "the mlx5 provider does not resize CQs" }
+// ResizeReq prepares RESIZE_CQ as verbs.c mlx5_resize_cq does: the size
+// rounds as CreateCQ's does (same when that is the CQ's size already:
+// no command), and a new buffer, every CQE the device's, is named in the
+// driver data. A size below the completions waiting in the CQ is
+// refused: the new buffer must take them.
+func (q *provCQ) ResizeReq(size int) (provider.DriverReq, bool, error) {
+	sz, err := CQSize(size, CQESize, os.Getpagesize())
+	if err != nil {
+		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %v: %w", err, sys.ErrInvalid)
+	}
+	if uint32(sz.NCQE) == q.q.ncqe {
+		return provider.DriverReq{}, true, nil
+	}
+	if n := q.q.Pending(); n > sz.KernCQE {
+		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %d entries hold fewer than the %d completions waiting: %w", sz.KernCQE, n, sys.ErrInvalid)
+	}
+	buf, err := allocBuf("CQ", sz.Bytes)
+	if err != nil {
+		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %w", err)
+	}
+	InitCQBuffer(buf.mem, sz)
+	q.resize, q.resizeSz = buf, sz
+	d := ResizeCQData(buf.addr(), sz)
+	return provider.DriverReq{In: abi.Bytes(&d), Size: sz.KernCQE, Release: q.dropResize}, false, nil
+}
 
-// resized is never reached (fixedSize).
+// dropResize frees the buffer of a resize whose command failed.
+func (q *provCQ) dropResize() {
+	q.resize.free()
+	q.resize = nil
+}
+
+// Resized moves the CQ to the buffer ResizeReq named, now that the
+// device writes it, and frees the old one.
 func (q *provCQ) Resized([]byte) error {
-	return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", sys.ErrNotSupported)
+	buf := q.resize
+	if buf == nil {
+		return fmt.Errorf("uverbs: CQ.Resize: mlx5: no resize prepared: %w", sys.ErrInvalid)
+	}
+	q.resize = nil
+	_, err := q.q.Resize(buf.mem, q.resizeSz)
+	if err != nil && errors.Is(err, ErrInvalid) {
+		// Nothing moved; the device has the buffer, so it stays mapped
+		// until Unmap.
+		q.resize = buf
+		return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", err)
+	}
+	old := q.prep.buf
+	q.prep.buf, q.prep.cq = buf, q.resizeSz
+	if ferr := old.free(); ferr != nil && err == nil {
+		err = ferr
+	}
+	if errors.Is(err, ErrResizeLost) {
+		// The CQ works on, at its new size; what it held may not have
+		// come along: an I/O error, as a CQ overrun is.
+		return &sys.Error{Op: "uverbs: CQ.Resize: mlx5", Err: fmt.Errorf("%v: %w", err, sys.ErrIO)}
+	}
+	if err != nil {
+		return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", err)
+	}
+	return nil
 }
 
 func (q *provCQ) Unmap() error {
+	q.resize.free()
+	q.resize = nil
 	q.prep.release()
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
@@ -384,5 +385,78 @@ func TestMLX5EmptyPollWritesNothing(t *testing.T) {
 	}
 	if got := be.Uint32(rec[CQSetCIDBR:]); got != 0xdead {
 		t.Errorf("an empty poll wrote the doorbell record (%#x)", got)
+	}
+}
+
+// TestMLX5CQResize drives RESIZE_CQ's preparation and finish as
+// uverbs' CQ.Resize does, the device's part played on plain memory:
+// the driver data names a fresh buffer, a failed command frees it, and
+// after the command the waiting completions come out of the new buffer
+// with their work requests, and the ring goes on there.
+func TestMLX5CQResize(t *testing.T) {
+	f := newMLX5Fixture(t, provider.QPTypeRC, 4, 4)
+	t.Cleanup(func() { f.cq.Unmap() })
+	for i := range 3 {
+		if err := f.qp.PostSend(&provider.SendWR{WRID: uint64(10 + i), Opcode: provider.WRSend, Flags: provider.SendSignaled}); err != nil {
+			t.Fatal(err)
+		}
+		f.cqe(CQEReq, OpSend, uint16(i), 0, 0)
+	}
+
+	// The size the CQ has (32 entries, 31 usable): no command.
+	if _, same, err := f.cq.ResizeReq(31); !same || err != nil {
+		t.Errorf("ResizeReq(31) of a 31-entry CQ: same %v, %v", same, err)
+	}
+	// Fewer entries than completions waiting: refused before the kernel.
+	if _, _, err := f.cq.ResizeReq(1); !errors.Is(err, sys.ErrInvalid) || f.cq.resize != nil {
+		t.Errorf("ResizeReq(1) with 3 completions waiting: %v (buffer %v)", err, f.cq.resize != nil)
+	}
+	// A command that fails: Abort frees the new buffer.
+	req, same, err := f.cq.ResizeReq(100)
+	if err != nil || same || f.cq.resize == nil {
+		t.Fatalf("ResizeReq(100): %v, same %v", err, same)
+	}
+	req.Abort()
+	if f.cq.resize != nil {
+		t.Errorf("the buffer of a failed resize is kept")
+	}
+
+	req, _, err = f.cq.ResizeReq(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got abi.MLX5ResizeCQ
+	if len(req.In) != abi.Size[abi.MLX5ResizeCQ]() {
+		t.Fatalf("driver data of %d bytes", len(req.In))
+	}
+	copy(abi.Bytes(&got), req.In)
+	if want := (abi.MLX5ResizeCQ{BufAddr: addrOf(f.cq.resize.mem), CQESize: 64}); got != want || req.Size != 127 {
+		t.Errorf("driver data %+v, command cqe %d; want %+v, 127", got, req.Size, want)
+	}
+	newBuf := f.cq.resize.mem
+	// The device: a resize CQE in the old buffer, then the new one.
+	f.cqe(CQEResizeCQ, 0, 0, 0, 0)
+	if err := f.cq.Resized(nil); err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]provider.WC, 8)
+	if n := f.cq.Poll(wc); n != 3 || wc[0].WRID != 10 || wc[1].WRID != 11 || wc[2].WRID != 12 {
+		t.Fatalf("after the resize: %d completions %+v", n, wc[:3])
+	}
+	if got := be.Uint32(f.cqDB[CQSetCIDBR:]); got != 4 {
+		t.Errorf("doorbell record's consumer index %d, want 4 (3 completions and the resize CQE)", got)
+	}
+	// The next CQE, the fifth the device writes, lands in slot 4 of the
+	// new buffer with owner bit 0.
+	if err := f.qp.PostSend(&provider.SendWR{WRID: 13, Opcode: provider.WRSend, Flags: provider.SendSignaled}); err != nil {
+		t.Fatal(err)
+	}
+	f.cqBuf, f.ncqe, f.cqeIdx = newBuf, 128, 4
+	f.cqe(CQEReq, OpSend, 3, 0, 0)
+	if n := f.cq.Poll(wc); n != 1 || wc[0].WRID != 13 {
+		t.Fatalf("a completion after the resize: %d %+v", n, wc[0])
+	}
+	if f.cq.prep.buf == nil || &f.cq.prep.buf.mem[0] != &newBuf[0] {
+		t.Errorf("the CQ does not hold its new buffer for Unmap")
 	}
 }

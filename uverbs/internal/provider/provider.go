@@ -236,6 +236,11 @@ type SRQQueue interface {
 //
 //   - CQArmer: RequestNotify arms the CQ in user space instead of
 //     REQ_NOTIFY_CQ; CQEventer hears of each completion event.
+//   - CQResizer: RESIZE_CQ needs driver data (mlx5: a new buffer);
+//     ResizeReq prepares it, and reports same when the CQ has the size
+//     asked for already (no command). The request's Size is the cqe
+//     count the command passes, and its Release undoes the preparation
+//     when the command fails; CQQueue.Resized finishes after it succeeds.
 //   - QPResetter: the QP went to RESET: its rings start over.
 //   - FixedSize: the queue cannot be resized (CQ.Resize and an SRQ's
 //     MaxWR are refused before any kernel call); the text says why.
@@ -243,7 +248,10 @@ type (
 	CQArmer interface {
 		Arm(solicitedOnly bool) error
 	}
-	CQEventer  interface{ Event() }
+	CQEventer interface{ Event() }
+	CQResizer interface {
+		ResizeReq(size int) (req DriverReq, same bool, err error)
+	}
 	QPResetter interface{ Reset() }
 	FixedSize  interface{ FixedSize() string }
 )
