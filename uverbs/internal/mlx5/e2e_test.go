@@ -167,6 +167,20 @@ func (e *end) poll(t *testing.T, cq *CQ, out []wc) []wc {
 	return out
 }
 
+// wantSendCompletions fails unless got are successful completions of
+// the work requests want, in order.
+func wantSendCompletions(t *testing.T, it int, got []wc, want []uint64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("iteration %d: %d send completions, want %d", it, len(got), len(want))
+	}
+	for i, w := range got {
+		if w.wrID != want[i] || w.Status != WCSuccess {
+			t.Fatalf("iteration %d: completion %+v, want wr_id %d", it, w, want[i])
+		}
+	}
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -279,21 +293,13 @@ func runRC(t *testing.T, c pairConfig) {
 
 		// completions: one per signaled send-queue work request on A,
 		// one per receive on B; all of A's WQEs retire with the last.
-		got := a.poll(t, a.scq, nil)
 		var want []uint64
 		for _, p := range ps {
 			if p.sig {
 				want = append(want, p.id)
 			}
 		}
-		if len(got) != len(want) {
-			t.Fatalf("iteration %d: %d send completions, want %d", it, len(got), len(want))
-		}
-		for i, w := range got {
-			if w.wrID != want[i] || w.Status != WCSuccess {
-				t.Fatalf("iteration %d: completion %+v, want wr_id %d", it, w, want[i])
-			}
-		}
+		wantSendCompletions(t, it, a.poll(t, a.scq, nil), want)
 		if a.sq.Outstanding() != 0 {
 			t.Fatalf("iteration %d: %d work requests outstanding after the signaled last one completed", it, a.sq.Outstanding())
 		}

@@ -223,15 +223,7 @@ func TestCQResizeTraffic(t *testing.T) {
 				t.Fatalf("iteration %d: resize to %d moved %d, %v; want %d", it, s.NCQE, moved, err, len(want))
 			}
 		}
-		got := a.poll(t, a.scq, nil)
-		if len(got) != len(want) {
-			t.Fatalf("iteration %d: %d completions, want %d", it, len(got), len(want))
-		}
-		for i, w := range got {
-			if w.wrID != want[i] || w.Status != WCSuccess {
-				t.Fatalf("iteration %d: completion %+v, want wr_id %d", it, w, want[i])
-			}
-		}
+		wantSendCompletions(t, it, a.poll(t, a.scq, nil), want)
 	}
 	if a.sq.Outstanding() != 0 {
 		t.Errorf("%d work requests outstanding at the end", a.sq.Outstanding())
