@@ -1,8 +1,9 @@
 package mlx5
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/purerdma/rdma/internal/sys"
 )
 
 // CQE is a decoded 64-byte completion (struct mlx5_cqe64, or struct
@@ -322,8 +323,9 @@ func (q *CQ) Pending() int {
 
 // ErrResizeLost is returned by Resize when the device resized the CQ but
 // its old buffer did not hold what a resize leaves there, so completions
-// written before the resize may be lost.
-var ErrResizeLost = errors.New("mlx5: CQ resized, completions may be lost")
+// written before the resize may be lost. It matches EIO, as the device's
+// state contradicts what it must be.
+var ErrResizeLost = fmt.Errorf("mlx5: CQ resized, completions may be lost: %w", sys.ErrIO)
 
 // Resize moves the CQ to buf, a fresh buffer of sizing s prepared with
 // InitCQBuffer, after RESIZE_CQ named buf to the device (cq.c

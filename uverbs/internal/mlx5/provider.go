@@ -313,7 +313,7 @@ func (q *provCQ) ResizeDriverOutLen() int { return 0 }
 func (q *provCQ) ResizeReq(size int) (provider.DriverReq, bool, error) {
 	sz, err := CQSize(size, CQESize, os.Getpagesize())
 	if err != nil {
-		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %v: %w", err, sys.ErrInvalid)
+		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %w", err)
 	}
 	if uint32(sz.NCQE) == q.q.ncqe {
 		return provider.DriverReq{}, true, nil
@@ -357,12 +357,7 @@ func (q *provCQ) Resized([]byte) error {
 	if ferr := old.free(); ferr != nil && err == nil {
 		err = ferr
 	}
-	if errors.Is(err, ErrResizeLost) {
-		// The CQ works on, at its new size; what it held may not have
-		// come along: an I/O error, as a CQ overrun is.
-		return &sys.Error{Op: "uverbs: CQ.Resize: mlx5", Err: fmt.Errorf("%v: %w", err, sys.ErrIO)}
-	}
-	if err != nil {
+	if err != nil { // ErrResizeLost: the CQ works on at its new size
 		return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", err)
 	}
 	return nil
@@ -628,8 +623,8 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 	return sendErr(sq.Finish(wr.WRID))
 }
 
-// sendErr gives the device format's errors uverbs' classes: a full
-// queue is ErrBusy, a request the queue cannot hold invalid.
+// sendErr names the post in the device format's errors (ErrInvalid
+// matches EINVAL); a full queue is the preallocated ErrSendQueueFull.
 func sendErr(err error) error {
 	switch {
 	case err == nil:
@@ -637,7 +632,7 @@ func sendErr(err error) error {
 	case errors.Is(err, ErrBusy):
 		return provider.ErrSendQueueFull
 	}
-	return &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+	return &sys.Error{Op: "uverbs post send", Err: err}
 }
 
 func (q *provQP) PostRecv(wr *provider.RecvWR) error {
@@ -675,15 +670,15 @@ func postOneRecv[Q recvQueue](q Q, wr *provider.RecvWR) error {
 		if errors.Is(err, ErrBusy) {
 			return provider.ErrRecvQueueFull
 		}
-		return &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+		return &sys.Error{Op: "uverbs post recv", Err: err}
 	}
 	for _, s := range wr.SGL {
 		if err := q.Data(s.Addr, s.Length, s.LKey); err != nil {
-			return &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+			return &sys.Error{Op: "uverbs post recv", Err: err}
 		}
 	}
 	if err := q.Finish(wr.WRID); err != nil {
-		return &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("%v: %w", err, sys.ErrInvalid)}
+		return &sys.Error{Op: "uverbs post recv", Err: err}
 	}
 	return nil
 }

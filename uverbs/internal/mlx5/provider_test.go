@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -458,5 +459,38 @@ func TestMLX5CQResize(t *testing.T) {
 	}
 	if f.cq.prep.buf == nil || &f.cq.prep.buf.mem[0] != &newBuf[0] {
 		t.Errorf("the CQ does not hold its new buffer for Unmap")
+	}
+	// A device that leaves no resize CQE: the CQ takes the new buffer
+	// and says completions may be lost (EIO).
+	if _, _, err := f.cq.ResizeReq(10); err != nil {
+		t.Fatal(err)
+	}
+	newBuf = f.cq.resize.mem
+	if err := f.cq.Resized(nil); !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "CQ.Resize") {
+		t.Errorf("resize without a resize CQE: %v, want EIO naming CQ.Resize", err)
+	}
+	if &f.cq.prep.buf.mem[0] != &newBuf[0] || f.cq.q.ncqe != 16 {
+		t.Errorf("after a lost resize the CQ is not on its new buffer of 16 entries")
+	}
+}
+
+// TestMLX5ErrorClasses: a size the device cannot take fails the create
+// preparation with an error matching EINVAL, as uverbs' own checks do,
+// before anything is allocated; the device format's sentinels carry
+// uverbs' classes.
+func TestMLX5ErrorClasses(t *testing.T) {
+	p := NewProvider(&testCtx{})
+	p.resp.MaxSQDescSz, p.resp.MaxRQDescSz, p.resp.MaxSendWqebb, p.resp.MaxRecvWR, p.resp.MaxSRQRecvWR = 512, 512, 1<<15, 1<<15, 1<<15
+	if _, err := p.QPDriverData(&provider.QPConfig{Type: provider.QPTypeRC, Cap: provider.QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxInlineData: 4096}}); !errors.Is(err, sys.ErrInvalid) {
+		t.Errorf("QP with 4096 bytes inline in 512-byte WQEs: %v, want EINVAL", err)
+	}
+	if _, err := p.SRQDriverData(&provider.SRQConfig{MaxWR: 1 << 20, MaxSGE: 1}); !errors.Is(err, sys.ErrInvalid) {
+		t.Errorf("SRQ of 2^20 receives: %v, want EINVAL", err)
+	}
+	if _, err := p.CQDriverData(1 << 25); !errors.Is(err, sys.ErrInvalid) {
+		t.Errorf("CQ of 2^25 entries: %v, want EINVAL", err)
+	}
+	if !errors.Is(ErrBusy, sys.ErrBusy) || !errors.Is(ErrBusy, syscall.EBUSY) || !errors.Is(ErrInvalid, syscall.EINVAL) || !errors.Is(ErrResizeLost, syscall.EIO) {
+		t.Errorf("the sentinels lack uverbs' classes: %v, %v, %v", ErrBusy, ErrInvalid, ErrResizeLost)
 	}
 }

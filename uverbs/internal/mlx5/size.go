@@ -1,9 +1,10 @@
 package mlx5
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/purerdma/rdma/internal/sys"
 )
 
 // QPType is a QP transport, numbered as enum ibv_qp_type.
@@ -29,13 +30,14 @@ func (t QPType) String() string {
 }
 
 // ErrInvalid is returned for sizes or work requests the device cannot
-// take; the error's text says which limit.
-var ErrInvalid = errors.New("mlx5: invalid argument")
+// take; the error's text says which limit. It matches EINVAL
+// (sys.ErrInvalid), so the provider passes it on as uverbs' class.
+var ErrInvalid = fmt.Errorf("mlx5: %w", sys.ErrInvalid)
 
 // ErrBusy is returned at once when a bounded queue is full: the send or
 // receive queue holds its maximum of outstanding work requests, or the
-// SRQ has no free WQE. Nothing was written.
-var ErrBusy = errors.New("mlx5: queue full")
+// SRQ has no free WQE. Nothing was written. It matches sys.ErrBusy.
+var ErrBusy = fmt.Errorf("mlx5: queue full: %w", sys.ErrBusy)
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
