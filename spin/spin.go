@@ -82,12 +82,39 @@ const calibration = 20 * time.Millisecond
 // later Waiters of the process; 0 until then.
 var ticksPerSecond atomic.Uint64
 
+// A source is where a Waiter reads time and how it yields: the
+// processor's counter, the monotonic clock while it calibrates, the
+// counter's rate measured against that clock since the Waiter began,
+// and runtime.Gosched. Tests give a Waiter a source of their own, so
+// that what they assert follows from the calls they make, not from how
+// much CPU a loaded machine gave them.
+type source struct {
+	counter func() uint64
+	now     func() time.Time
+	// startRate starts measuring the counter's rate; the function it
+	// returns gives ticks per microsecond so far (0: not known yet).
+	startRate func() func() float64
+	yield     func()
+	// known is the rate measured once for the process: ticksPerSecond
+	// for the real source.
+	known *atomic.Uint64
+}
+
+var machine = source{
+	counter:   cycles.Read,
+	now:       time.Now,
+	startRate: func() func() float64 { return cycles.StartClock().Estimate },
+	yield:     runtime.Gosched,
+	known:     &ticksPerSecond,
+}
+
 // A Waiter paces one goroutine's busy-poll loop: see the package
 // documentation. New makes one; the zero value never yields and never
 // ends the loop.
 type Waiter struct {
 	ctx  context.Context
 	done <-chan struct{}
+	src  *source
 
 	interval time.Duration
 	calls    uint64 // Spin calls
@@ -100,7 +127,7 @@ type Waiter struct {
 
 	// Calibration: the counter's rate since New, and the clock at New
 	// and at the last yield.
-	clock    cycles.Clock
+	rate     func() float64
 	start    time.Time
 	lastTime time.Time
 }
@@ -109,16 +136,20 @@ type Waiter struct {
 // unless there is a reason; 0 or less: never) and ends the loop when ctx
 // is done (a nil ctx never is).
 func New(ctx context.Context, interval time.Duration) *Waiter {
+	return newWaiter(ctx, interval, &machine)
+}
+
+func newWaiter(ctx context.Context, interval time.Duration, src *source) *Waiter {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	w := &Waiter{ctx: ctx, done: ctx.Done(), interval: max(interval, 0), next: 1, stride: 1}
-	w.last = cycles.Read()
+	w := &Waiter{ctx: ctx, done: ctx.Done(), src: src, interval: max(interval, 0), next: 1, stride: 1}
+	w.last = src.counter()
 	w.check0 = w.last
-	if rate := ticksPerSecond.Load(); rate != 0 {
+	if rate := src.known.Load(); rate != 0 {
 		w.every = ticksFor(rate, w.interval)
 	} else {
-		w.clock, w.start = cycles.StartClock(), time.Now()
+		w.rate, w.start = src.startRate(), src.now()
 		w.lastTime = w.start
 	}
 	return w
@@ -166,7 +197,7 @@ func (w *Waiter) check() error {
 			return nil
 		}
 	}
-	now := cycles.Read()
+	now := w.src.counter()
 	if now-w.check0 > w.every/stridePace {
 		w.stride = 1
 	} else if w.stride < maxStride {
@@ -174,9 +205,9 @@ func (w *Waiter) check() error {
 	}
 	w.check0, w.next = now, w.calls+w.stride
 	if now-w.last >= w.every {
-		runtime.Gosched()
+		w.src.yield()
 		w.yields++
-		w.last = cycles.Read()
+		w.last = w.src.counter()
 	}
 	return nil
 }
@@ -184,19 +215,19 @@ func (w *Waiter) check() error {
 // calibrate yields by the clock until the calibration window has
 // passed, then measures the counter's rate.
 func (w *Waiter) calibrate() {
-	t := time.Now()
+	t := w.src.now()
 	if t.Sub(w.start) >= calibration {
-		if perUsec := w.clock.Estimate(); perUsec > 0 {
+		if perUsec := w.rate(); perUsec > 0 {
 			rate := uint64(perUsec * 1e6)
-			ticksPerSecond.CompareAndSwap(0, rate)
+			w.src.known.CompareAndSwap(0, rate)
 			w.every = ticksFor(rate, w.interval)
 			return
 		}
 	}
 	if t.Sub(w.lastTime) >= w.interval {
-		runtime.Gosched()
+		w.src.yield()
 		w.yields++
-		w.lastTime, w.last = time.Now(), cycles.Read()
+		w.lastTime, w.last = w.src.now(), w.src.counter()
 	}
 }
 

@@ -3,107 +3,152 @@ package spin
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/purerdma/rdma/internal/cycles"
 	"github.com/purerdma/rdma/internal/testutils"
 )
 
 func TestMain(m *testing.M) { testutils.Main(m) }
 
-// spinFor calls w.Spin for d of wall time and returns the time it took.
-func spinFor(t *testing.T, w *Waiter, d time.Duration) time.Duration {
+// fakeTime is a source whose counter and clock move only when the test
+// says: one tick a nanosecond. What the tests below assert follows from
+// the calls they make, so a loaded machine cannot change it.
+type fakeTime struct {
+	ticks  uint64 // the counter, which is the clock too
+	yields int
+	known  atomic.Uint64
+	nows   int // clock reads
+}
+
+const fakeTicksPerUsec = 1000
+
+func (f *fakeTime) source() *source {
+	base := time.Unix(1e9, 0)
+	return &source{
+		counter: func() uint64 { return f.ticks },
+		now:     func() time.Time { f.nows++; return base.Add(time.Duration(f.ticks)) },
+		startRate: func() func() float64 {
+			t0 := f.ticks
+			return func() float64 {
+				if f.ticks == t0 {
+					return 0
+				}
+				return fakeTicksPerUsec
+			}
+		},
+		yield: func() { f.yields++ },
+		known: &f.known,
+	}
+}
+
+// spin calls w.Spin n times, moving the clock by step before each.
+func (f *fakeTime) spin(t *testing.T, w *Waiter, n int, step time.Duration) {
 	t.Helper()
-	start := time.Now()
-	for time.Since(start) < d {
+	for range n {
+		f.ticks += uint64(step)
 		if err := w.Spin(); err != nil {
 			t.Fatalf("Spin: %v", err)
 		}
 	}
-	return time.Since(start)
 }
 
-// checkYields fails unless a Waiter with interval yielded at least once
-// and at most once per interval over elapsed. How often it yields at
-// least depends on how much CPU the loop got, which a loaded machine
-// (CI with VMs booting beside it) does not promise: no lower bound
-// past one is asserted.
-func checkYields(t *testing.T, w *Waiter, interval, elapsed time.Duration) {
-	t.Helper()
-	most := uint64(elapsed/interval) + 1
-	least := uint64(1)
-	if y := w.Yields(); y < least || y > most {
-		t.Errorf("%d yields in %v at one per %v, want %d-%d", y, elapsed, interval, least, most)
-	}
-}
-
+// TestSpinYieldsOnSchedule: the first Waiter of a process yields by the
+// clock while it measures the counter's rate, then by the counter, once
+// per interval; later Waiters take the measured rate and never read the
+// clock.
 func TestSpinYieldsOnSchedule(t *testing.T) {
-	// The first Waiter of the process yields by the clock while it
-	// measures the counter, then by the counter.
 	const interval = 2 * time.Millisecond
-	w := New(context.Background(), interval)
-	checkYields(t, w, interval, spinFor(t, w, 100*time.Millisecond))
-	if ticksPerSecond.Load() == 0 {
-		t.Fatal("no counter rate after 100 ms of spinning")
+	var f fakeTime
+	w := newWaiter(context.Background(), interval, f.source())
+	// 1000 calls 100 µs apart: 100 ms, 20 of them calibrating.
+	f.spin(t, w, 1000, 100*time.Microsecond)
+	if got, want := f.known.Load(), uint64(fakeTicksPerUsec*1e6); got != want {
+		t.Fatalf("measured rate %d ticks/s, want %d", got, want)
+	}
+	if w.every != uint64(interval) {
+		t.Errorf("%d ticks per interval, want %d", w.every, uint64(interval))
+	}
+	// One yield per 2 ms of the 100 ms: the first at 2 ms.
+	if got := f.yields; got != 50 || w.Yields() != 50 {
+		t.Errorf("%d yields (Yields %d) in 100 ms at one per %v, want 50", got, w.Yields(), interval)
 	}
 
-	// Later Waiters take the measured rate and never read the clock.
-	w = New(context.Background(), interval)
+	nows := f.nows
+	f.yields = 0
+	w = newWaiter(context.Background(), interval, f.source())
 	if w.every == 0 {
 		t.Fatal("a second Waiter is calibrating again")
 	}
-	checkYields(t, w, interval, spinFor(t, w, 50*time.Millisecond))
-}
-
-// TestCounterRate compares the rate a Waiter measured with one taken
-// over a sleep: a wrong rate would make every later Waiter yield too
-// often or too rarely.
-func TestCounterRate(t *testing.T) {
-	w := New(context.Background(), DefaultInterval)
-	spinFor(t, w, calibration+10*time.Millisecond)
-	got := float64(ticksPerSecond.Load())
-	c0, t0 := cycles.Read(), time.Now()
-	time.Sleep(50 * time.Millisecond)
-	want := float64(cycles.Read()-c0) / time.Since(t0).Seconds()
-	if got < want/2 || got > want*2 {
-		t.Errorf("measured %.3g ticks/s, a 50 ms sleep says %.3g", got, want)
+	f.spin(t, w, 500, 100*time.Microsecond)
+	if f.nows != nows {
+		t.Errorf("a second Waiter read the clock %d times", f.nows-nows)
+	}
+	if f.yields != 25 {
+		t.Errorf("second Waiter: %d yields in 50 ms at one per %v, want 25", f.yields, interval)
 	}
 }
 
 // TestSpinSlowCalls spins fast until the stride is at its longest, then
-// makes every call take 1 ms: the yields must keep their schedule.
+// makes every call take 1 ms: the stride drops to 1 at the next check
+// and the yields keep their schedule, losing at most the one interval
+// the last long stride spans.
 func TestSpinSlowCalls(t *testing.T) {
 	const interval = 5 * time.Millisecond
-	w := New(context.Background(), interval)
-	spinFor(t, w, calibration+10*time.Millisecond)
+	var f fakeTime
+	f.known.Store(fakeTicksPerUsec * 1e6)
+	w := newWaiter(context.Background(), interval, f.source())
+	// 10 ns calls: each check finds less than interval/stridePace passed.
+	f.spin(t, w, 200, 10*time.Nanosecond)
 	if w.stride != maxStride {
 		t.Fatalf("stride %d after fast calls, want %d", w.stride, maxStride)
 	}
-	y0, start := w.Yields(), time.Now()
-	for time.Since(start) < 100*time.Millisecond {
-		time.Sleep(time.Millisecond)
-		if err := w.Spin(); err != nil {
-			t.Fatal(err)
-		}
+	if f.yields != 0 {
+		t.Fatalf("%d yields in 2 µs", f.yields)
 	}
-	elapsed := time.Since(start)
+	// 100 calls of 1 ms: 100 ms, one yield per 5 ms, the first delayed
+	// by at most the maxStride-call stride in force.
+	f.spin(t, w, 100, time.Millisecond)
 	if w.stride != 1 {
 		t.Errorf("stride %d after 1 ms calls, want 1", w.stride)
 	}
-	// One interval may be lost to the last long stride. At least one
-	// yield, not a rate: see checkYields.
-	most := uint64(elapsed/interval) + 1
-	if y := w.Yields() - y0; y < 1 || y > most {
-		t.Errorf("%d yields in %v of 1 ms calls at one per %v, want 1-%d", y, elapsed, interval, most)
+	if f.yields < 19 || f.yields > 20 {
+		t.Errorf("%d yields in 100 ms of 1 ms calls at one per %v, want 19-20", f.yields, interval)
+	}
+}
+
+// TestSpinMachineSource runs the real counter and clock: a Waiter of
+// the process calibrates, and Spin neither fails nor stops. How often
+// it yields depends on the CPU the loop got and is not asserted (the
+// fake-time tests above pin the schedule).
+func TestSpinMachineSource(t *testing.T) {
+	w := New(context.Background(), time.Millisecond)
+	// Calibration takes 20 ms of the clock; a minute is only there so
+	// that a broken clock fails here instead of hanging the run.
+	giveUp := time.Now().Add(time.Minute)
+	for i := 0; w.every == 0; i++ {
+		if err := w.Spin(); err != nil {
+			t.Fatalf("Spin: %v", err)
+		}
+		if i%1000 == 999 {
+			if time.Now().After(giveUp) {
+				t.Fatalf("the counter's rate was not measured after %d calls", i+1)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	if ticksPerSecond.Load() == 0 {
+		t.Fatal("the measured rate was not kept for later Waiters")
 	}
 }
 
 func TestSpinNeverYields(t *testing.T) {
 	for _, interval := range []time.Duration{0, -time.Second} {
-		w := New(context.Background(), interval)
-		spinFor(t, w, 30*time.Millisecond)
-		if y := w.Yields(); y != 0 {
+		var f fakeTime
+		w := newWaiter(context.Background(), interval, f.source())
+		f.spin(t, w, 100, time.Millisecond)
+		if y := w.Yields(); y != 0 || f.yields != 0 {
 			t.Errorf("interval %v: %d yields, want none", interval, y)
 		}
 	}
@@ -140,8 +185,12 @@ func TestSpinEndsWithContext(t *testing.T) {
 }
 
 func TestSpinNilContext(t *testing.T) {
-	w := New(nil, time.Millisecond)
-	spinFor(t, w, 5*time.Millisecond)
+	var f fakeTime
+	w := newWaiter(nil, time.Millisecond, f.source())
+	f.spin(t, w, 100, 100*time.Microsecond)
+	if f.yields == 0 {
+		t.Error("no yield in 10 ms of fake time with a nil context")
+	}
 }
 
 func TestSpinAllocs(t *testing.T) {
