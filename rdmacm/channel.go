@@ -22,9 +22,10 @@ import (
 // with ErrBusy. Close wakes a waiting Next. The other methods are safe
 // for concurrent use.
 type EventChannel struct {
-	f      *ucma.File
-	closed atomic.Bool
-	owner  atomic.Pointer[ID] // the ID whose private channel this is, or nil
+	f       *ucma.File
+	closed  atomic.Bool
+	owner   atomic.Pointer[ID] // the ID whose private channel this is, or nil
+	waiting atomic.Bool        // a Next, or an ID's blocking step, holds the channel
 
 	mu  sync.Mutex
 	ids map[*ID]struct{} // the IDs whose events arrive here
@@ -114,6 +115,32 @@ func (ch *EventChannel) remove(id *ID) {
 //
 // Next returns ctx.Err() when ctx ends first and ErrClosed after Close.
 func (ch *EventChannel) Next(ctx context.Context) (*Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ch.claim(); err != nil {
+		return nil, fmt.Errorf("rdmacm: get event: %w", err)
+	}
+	defer ch.release()
+	return ch.next(ctx)
+}
+
+// claim takes the channel's one waiter slot: for Next, or for a
+// blocking step of an ID (ConnectContext, ...) from before the step
+// starts until its event has come, so that a step is never started
+// that its caller could not wait for. It fails at once, matching
+// ErrBusy, when another goroutine holds the slot.
+func (ch *EventChannel) claim() error {
+	if !ch.waiting.CompareAndSwap(false, true) {
+		return fmt.Errorf("another goroutine is waiting on the event channel (one Next at a time): %w", ErrBusy)
+	}
+	return nil
+}
+
+func (ch *EventChannel) release() { ch.waiting.Store(false) }
+
+// next is Next for the holder of the waiter slot.
+func (ch *EventChannel) next(ctx context.Context) (*Event, error) {
 	for {
 		var resp abi.UCMEventResp
 		if err := ch.f.GetEvent(ctx, &resp); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -714,5 +715,77 @@ func TestListenerKeepsDeviceContext(t *testing.T) {
 			pd.Close()
 		}
 		t.Errorf("AllocPD after the listener closed: %v, want ErrClosed", err)
+	}
+}
+
+// TestBlockingStepWhileChannelWatched: a blocking step of an ID whose
+// channel another goroutine waits on (a Next watching for the peer's
+// disconnect) is refused before it starts, with an error matching
+// ErrBusy, and nothing happens: the QP stays in RTS and the peer gets
+// no DISCONNECTED. So is one whose context is already done. Once the
+// watcher is gone, the same call disconnects.
+func TestBlockingStepWhileChannelWatched(t *testing.T) {
+	needDevices(t)
+	ctx := testContext(t)
+	c, s := connectedPair(t, ctx)
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := c.DisconnectContext(done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("DisconnectContext with a canceled context = %v, want context.Canceled", err)
+	}
+	if st := c.QP().State(); st != uverbs.QPStateRTS {
+		t.Fatalf("QP in %v after a DisconnectContext refused for its context, want RTS", st)
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() {
+		_, err := c.Channel().Next(watchCtx)
+		watched <- err
+	}()
+	for !c.Channel().Waiting() {
+		runtime.Gosched()
+	}
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"DisconnectContext", func() error { return c.DisconnectContext(ctx) }},
+		{"ConnectContext", func() error { _, err := c.ConnectContext(ctx, nil); return err }},
+		{"ResolveRouteContext", func() error { return c.ResolveRouteContext(ctx) }},
+	}
+	for _, st := range steps {
+		err := st.run()
+		if !errors.Is(err, rdmacm.ErrBusy) {
+			t.Errorf("%s while another goroutine waits on the channel = %v, want ErrBusy", st.name, err)
+		} else {
+			t.Logf("%s: %v", st.name, err)
+		}
+	}
+	if st := c.QP().State(); st != uverbs.QPStateRTS {
+		t.Fatalf("QP in %v after refused steps, want RTS (the disconnect ran)", st)
+	}
+	stopWatch()
+	if err := <-watched; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the watcher's Next = %v, want context.Canceled (an event came: the step ran)", err)
+	}
+
+	// Nobody else waits now: the same call disconnects, and returns when
+	// the server answers.
+	disconnected := make(chan error, 1)
+	go func() { disconnected <- c.DisconnectContext(ctx) }()
+	ev, err := s.Channel().Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != rdmacm.EventDisconnected {
+		t.Fatalf("server's first event %v, want DISCONNECTED", ev)
+	}
+	if err := s.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-disconnected; err != nil {
+		t.Fatalf("DisconnectContext once nobody else waits: %v", err)
 	}
 }

@@ -13,9 +13,12 @@ import (
 // on that channel for the event that ends it. Another event, or an
 // error event, is returned as an *EventError.
 //
-// When ctx ends first they return ctx.Err(); the step goes on in the
-// kernel and its event stays on the channel, so the ID is then best
-// closed. The kernel's timeout of a resolution is what is left of ctx's
+// A step that cannot be waited for is not started: with ctx already
+// done they return ctx.Err(), and with another goroutine waiting on the
+// ID's channel (its own Next) an error matching ErrBusy, before any
+// kernel call. When ctx ends during the wait they return ctx.Err(); the
+// step goes on in the kernel and its event stays on the channel, so the
+// ID is then best closed. The kernel's timeout of a resolution is what is left of ctx's
 // deadline, or DefaultResolveTimeout without one.
 
 // DefaultResolveTimeout is the resolution timeout of the blocking calls
@@ -29,12 +32,17 @@ func resolveTimeout(ctx context.Context) time.Duration {
 	return DefaultResolveTimeout
 }
 
-// await waits for the ID's next event on its private channel and checks
-// it is want (or, when alt is not want, alt).
-func (id *ID) await(ctx context.Context, op string, want, alt EventType) (*Event, error) {
-	ev, err := id.nextOwn(ctx, op)
+// await waits on own, whose waiter slot the caller claimed (claimOwn),
+// for the ID's next event and checks it is want (or, when alt is not
+// want, alt); it releases the slot.
+func (id *ID) await(ctx context.Context, own *EventChannel, op string, want, alt EventType) (*Event, error) {
+	defer own.release()
+	ev, err := own.next(ctx)
 	if err != nil {
-		return nil, err
+		if ctx.Err() != nil && err == ctx.Err() {
+			return nil, err
+		}
+		return nil, opError(op, id.handle, err)
 	}
 	if (ev.Type != want && ev.Type != alt) || ev.Status != 0 {
 		return ev, &EventError{Op: op, Want: want, Event: ev}
@@ -42,59 +50,55 @@ func (id *ID) await(ctx context.Context, op string, want, alt EventType) (*Event
 	return ev, nil
 }
 
-func (id *ID) nextOwn(ctx context.Context, op string) (*Event, error) {
+// claimOwn returns the ID's private channel with its waiter slot held,
+// before the step starts: an ID without one, or one whose channel
+// another goroutine waits on (a Next of its own), fails at once and the
+// step never runs. The caller releases the slot (await does).
+func (id *ID) claimOwn(op string) (*EventChannel, error) {
 	id.mu.Lock()
 	own := id.own
 	id.mu.Unlock()
 	if own == nil {
 		return nil, opError(op, id.handle, fmt.Errorf("a blocking call needs an ID with its own channel (CreateID with a nil channel): %w", errInvalid))
 	}
-	ev, err := own.Next(ctx)
-	if err != nil {
-		if ctx.Err() != nil && err == ctx.Err() {
-			return nil, err
-		}
-		return nil, opError(op, id.handle, err)
+	if err := own.claim(); err != nil {
+		return nil, opError(op, id.handle, fmt.Errorf("not started: %w; call the step's non-blocking form (Connect, Accept, Disconnect, ...) and take its event from that Next", err))
 	}
-	return ev, nil
+	return own, nil
 }
 
-// checkOwn fails at once, before the step starts, for an ID without a
-// private channel.
-func (id *ID) checkOwn(op string) error {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if id.own == nil {
-		return opError(op, id.handle, fmt.Errorf("a blocking call needs an ID with its own channel (CreateID with a nil channel): %w", errInvalid))
+// step runs a blocking step: it claims the private channel, starts the
+// step with start, and waits for want or alt.
+func (id *ID) step(ctx context.Context, op string, start func() error, want, alt EventType) (*Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // before the step: it must not run
 	}
-	return nil
+	own, err := id.claimOwn(op)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(); err != nil {
+		own.release()
+		return nil, err
+	}
+	return id.await(ctx, own, op, want, alt)
 }
 
 // ResolveAddrContext resolves dst and binds the ID to the device that
 // reaches it, as ResolveAddr, and waits for ADDR_RESOLVED.
 func (id *ID) ResolveAddrContext(ctx context.Context, src, dst netip.AddrPort) error {
-	const op = "resolve address"
-	if err := id.checkOwn(op); err != nil {
-		return err
-	}
-	if err := id.ResolveAddr(src, dst, resolveTimeout(ctx)); err != nil {
-		return err
-	}
-	_, err := id.await(ctx, op, EventAddrResolved, EventAddrResolved)
+	_, err := id.step(ctx, "resolve address", func() error {
+		return id.ResolveAddr(src, dst, resolveTimeout(ctx))
+	}, EventAddrResolved, EventAddrResolved)
 	return err
 }
 
 // ResolveRouteContext resolves the route, as ResolveRoute, and waits for
 // ROUTE_RESOLVED.
 func (id *ID) ResolveRouteContext(ctx context.Context) error {
-	const op = "resolve route"
-	if err := id.checkOwn(op); err != nil {
-		return err
-	}
-	if err := id.ResolveRoute(resolveTimeout(ctx)); err != nil {
-		return err
-	}
-	_, err := id.await(ctx, op, EventRouteResolved, EventRouteResolved)
+	_, err := id.step(ctx, "resolve route", func() error {
+		return id.ResolveRoute(resolveTimeout(ctx))
+	}, EventRouteResolved, EventRouteResolved)
 	return err
 }
 
@@ -114,18 +118,11 @@ func (id *ID) Resolve(ctx context.Context, src, dst netip.AddrPort) error {
 // *EventError matching ErrRejected, whose event has the reason and the
 // peer's private data.
 func (id *ID) ConnectContext(ctx context.Context, p *ConnParam) (*Event, error) {
-	const op = "connect"
-	if err := id.checkOwn(op); err != nil {
-		return nil, err
-	}
-	if err := id.Connect(p); err != nil {
-		return nil, err
-	}
 	alt := EventEstablished
 	if id.ps == PortSpaceTCP && !id.hasQP() {
 		alt = EventConnectResponse
 	}
-	return id.await(ctx, op, EventEstablished, alt)
+	return id.step(ctx, "connect", func() error { return id.Connect(p) }, EventEstablished, alt)
 }
 
 // GetRequest waits for the next connection request of a listening ID
@@ -133,11 +130,7 @@ func (id *ID) ConnectContext(ctx context.Context, p *ConnParam) (*Event, error) 
 // event's ID is the new connection's ID, with a private channel of its
 // own, and, for a listener from CreateEP with QPOptions, its QP.
 func (id *ID) GetRequest(ctx context.Context) (*Event, error) {
-	const op = "get request"
-	if err := id.checkOwn(op); err != nil {
-		return nil, err
-	}
-	return id.await(ctx, op, EventConnectRequest, EventConnectRequest)
+	return id.step(ctx, "get request", func() error { return nil }, EventConnectRequest, EventConnectRequest)
 }
 
 // AcceptContext accepts, as Accept, and for PortSpaceTCP waits for
@@ -145,43 +138,33 @@ func (id *ID) GetRequest(ctx context.Context) (*Event, error) {
 // accept: it returns nil, nil.
 func (id *ID) AcceptContext(ctx context.Context, p *ConnParam) (*Event, error) {
 	const op = "accept"
-	if err := id.checkOwn(op); err != nil {
-		return nil, err
-	}
-	if err := id.Accept(p); err != nil {
-		return nil, err
-	}
 	if id.ps == PortSpaceUDP {
-		return nil, nil
+		own, err := id.claimOwn(op)
+		if err != nil {
+			return nil, err
+		}
+		defer own.release()
+		return nil, id.Accept(p)
 	}
-	return id.await(ctx, op, EventEstablished, EventEstablished)
+	return id.step(ctx, op, func() error { return id.Accept(p) }, EventEstablished, EventEstablished)
 }
 
 // DisconnectContext disconnects, as Disconnect, and waits for
-// DISCONNECTED.
+// DISCONNECTED. With another goroutine waiting on the ID's channel (a
+// Next that watches for the peer's disconnect), it fails at once with an
+// error matching ErrBusy and does not disconnect: call Disconnect and
+// let that Next take the event.
 func (id *ID) DisconnectContext(ctx context.Context) error {
-	const op = "disconnect"
-	if err := id.checkOwn(op); err != nil {
-		return err
-	}
-	if err := id.Disconnect(); err != nil {
-		return err
-	}
-	_, err := id.await(ctx, op, EventDisconnected, EventDisconnected)
+	_, err := id.step(ctx, "disconnect", id.Disconnect, EventDisconnected, EventDisconnected)
 	return err
 }
 
 // JoinMulticastContext joins a group, as JoinMulticast, and waits for
 // MULTICAST_JOIN: it returns the group's UDParam.
 func (id *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, sendOnly bool) (*UDParam, error) {
-	const op = "join multicast"
-	if err := id.checkOwn(op); err != nil {
-		return nil, err
-	}
-	if err := id.JoinMulticast(group, sendOnly); err != nil {
-		return nil, err
-	}
-	ev, err := id.await(ctx, op, EventMulticastJoin, EventMulticastJoin)
+	ev, err := id.step(ctx, "join multicast", func() error {
+		return id.JoinMulticast(group, sendOnly)
+	}, EventMulticastJoin, EventMulticastJoin)
 	if err != nil {
 		return nil, err
 	}
