@@ -97,7 +97,7 @@ func (e *Ep) NextConnReq(ctx context.Context, cfg *ConnCfg) (*ConnReq, error) {
 			ev.ID.Reject(nil)
 			ev.ID.Close()
 		}
-		return nil, provider(op, err)
+		return nil, busyOr(op, err)
 	}
 	req, err := newConnReq(op, e.peer, ev.ID, cfg, true)
 	if err != nil {

@@ -135,10 +135,14 @@ func invalid(op, format string, args ...any) error {
 	return &Error{Op: op, Class: ErrInvalid, Err: fmt.Errorf(format, args...)}
 }
 
-// provider classifies an error of uverbs or rdmacm: a closed object
-// and bad input stay what they are (ErrInvalid), a full queue is
-// ErrAgain, a missing feature ErrNotSupported, out of memory
-// ErrNoMemory, anything else ErrProvider.
+// provider classifies an error of uverbs or rdmacm as librpma classes
+// the same failure of the verbs: a closed object and bad input stay what
+// they are (ErrInvalid), a missing feature ErrNotSupported, out of
+// memory ErrNoMemory, anything else ErrProvider, EBUSY included (a
+// protection domain with regions still registered: librpma's
+// rpma_peer_delete returns RPMA_E_PROVIDER). A full queue or a waiter
+// already waiting, which this package reports as ErrAgain, is classed by
+// busyOr at the calls where that can happen.
 func provider(op string, err error) error {
 	if err == nil {
 		return nil
@@ -149,8 +153,6 @@ func provider(op string, err error) error {
 	}
 	class := ErrProvider
 	switch {
-	case errors.Is(err, uverbs.ErrBusy):
-		class = ErrAgain
 	case errors.Is(err, uverbs.ErrNotSupported):
 		class = ErrNotSupported
 	case errors.Is(err, sys.ErrNoMemory):
@@ -159,6 +161,18 @@ func provider(op string, err error) error {
 		class = ErrInvalid
 	}
 	return &Error{Op: op, Class: class, Err: err}
+}
+
+// busyOr classes a full queue, or a second waiter refused at once, as
+// ErrAgain, and anything else as provider does.
+func busyOr(op string, err error) error {
+	if err != nil && errors.Is(err, uverbs.ErrBusy) {
+		var re *Error
+		if !errors.As(err, &re) {
+			return &Error{Op: op, Class: ErrAgain, Err: err}
+		}
+	}
+	return provider(op, err)
 }
 
 // CompletionError is a work completion with an error status: the

@@ -86,7 +86,7 @@ func (s *SRQ) Recv(dst *MR, offset, length int, opContext uint64) error {
 		return err
 	}
 	if err := s.srq.PostRecv(&s.wr); err != nil {
-		return provider(op, err)
+		return busyOr(op, err)
 	}
 	return nil
 }
