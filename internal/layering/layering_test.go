@@ -36,12 +36,13 @@ var allowed = map[string][]string{
 	"uverbs/internal/mlx5":     {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
 	"rdmacm":                   {"uverbs", "mmio", "internal/"},
 	"rpma":                     {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
+	"rsocket":                  {"rdmacm", "uverbs", "internal/sys"},
 	"rpma/examples":            {"rpma/examples/", "internal/", "testenv"},
 	"rpma/examples/":           {"rpma", "uverbs", "mmio", "rpma/examples/"},
 	"spin":                     {"internal/cycles"},
 	"testenv":                  {"uverbs", "internal/"},
 	"testenv/vm":               {"internal/rdmanl"},
-	"cmd/":                     {"uverbs", "rdmacm", "rpma", "mmio", "spin", "internal/", "testenv/vm"},
+	"cmd/":                     {"uverbs", "rdmacm", "rpma", "rsocket", "mmio", "spin", "internal/", "testenv/vm"},
 }
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few

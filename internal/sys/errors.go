@@ -30,6 +30,11 @@ var (
 	// ErrIO is EIO, for a device whose state user space reads
 	// contradicts what it must be (completions lost).
 	ErrIO error = syscall.EIO
+	// The errnos of a stream connection (rsocket), for its net.Conn
+	// errors: reset, refused, written after a shutdown.
+	ErrConnReset   error = syscall.ECONNRESET
+	ErrConnRefused error = syscall.ECONNREFUSED
+	ErrPipe        error = syscall.EPIPE
 )
 
 type busyError struct{}

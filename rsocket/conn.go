@@ -1,0 +1,875 @@
+package rsocket
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// Conn is one rsocket stream connection: a net.Conn over an RC queue
+// pair, speaking librdmacm's rsockets protocol. See the package
+// documentation for what is safe to share between goroutines.
+type Conn struct {
+	id    *rdmacm.ID
+	qp    *uverbs.QP
+	cq    *uverbs.CQ
+	ch    *uverbs.CompChannel
+	buf   *uverbs.Buffer
+	smr   *uverbs.MR // send buffer and control slots: local
+	tmr   *uverbs.MR // the target SGL the peer writes buffer updates into
+	rmr   *uverbs.MR // the receive buffer the peer writes data into
+	laddr *net.TCPAddr
+	raddr *net.TCPAddr
+
+	// Sizes, fixed at connect.
+	sq, rq      int
+	sbufSize    int
+	rbufSize    int
+	inline      int
+	peerCredits uint16 // the peer's receive queue: the most credits it grants
+	swap        bool   // the peer's byte order differs: SGEs are written swapped
+	sbuf, ctrl  []byte // views of buf
+	tgt, rbuf   []byte
+
+	rmu sync.Mutex // one Read at a time
+	wmu sync.Mutex // one Write at a time
+
+	closing atomic.Bool
+	life    context.Context // ends at Close: user waits and the watcher
+	endLife context.CancelFunc
+	watched chan struct{} // closed when the rdma_cm watcher has returned
+
+	mu sync.Mutex // everything below
+	st state
+
+	// Send side (rsocket.c's names in comments).
+	sqeAvail  int    // sqe_avail: send WQEs for data
+	sbufAvail int    // sbuf_bytes_avail
+	sOff      int    // ssgl[0].addr: the send ring's head
+	sseqNo    uint16 // sseq_no: data messages sent
+	sseqComp  uint16 // sseq_comp: the peer's credit limit
+	targetSGE int    // target_sge: which of the peer's halves is written
+	ctrlSeq   uint32 // ctrl_seqno
+	ctrlMax   uint32 // ctrl_max_seqno
+
+	// Receive side.
+	rmsg      []uint32 // lengths of data messages not yet read: rq+1 slots
+	rHead     int
+	rTail     int
+	rOff      int    // rbuf_offset: the next byte to read
+	rAvail    int    // rbuf_bytes_avail: read and not yet granted again
+	rFreeOff  int    // rbuf_free_offset: the half to grant next
+	rseqNo    uint16 // rseq_no: data messages read
+	rseqComp  uint16 // rseq_comp: when to grant credits without a half
+	remoteSGE int    // remote_sge: the peer's target SGL entry written next
+	remoteSGL sge    // remote_sgl
+	granted   int    // bytes of rbuf the peer may write and has not reported
+
+	// Waiting: one goroutine waits on the completion channel, the others
+	// on wake, which it closes (and replaces) when it has polled.
+	armed      bool
+	chWaiter   bool
+	waitCancel context.CancelFunc
+	wake       chan struct{}
+	rdl, wdl   time.Time
+
+	swr  uverbs.SendWR
+	ssgl [2]uverbs.SGE
+	rwr  uverbs.RecvWR
+	wcs  [32]uverbs.WorkCompletion
+}
+
+// state is the connection's state word.
+type state struct {
+	readable  bool  // the peer may still send: no SHUTDOWN or DISCONNECT from it
+	writable  bool  // this side may still send: no CloseWrite or Close
+	connected bool  // control messages may be sent
+	peerEOF   bool  // the peer closed cleanly (SHUTDOWN or DISCONNECT received)
+	err       error // what ended the connection, if it did not end cleanly
+	closed    bool
+}
+
+// Linger is how long Close waits for the data already written to be
+// acknowledged by the peer before it disconnects.
+const Linger = 5 * time.Second
+
+// ErrProtocol is what a peer that breaks the rsockets protocol gets its
+// connection ended with: errors.Is(err, rsocket.ErrProtocol), and it matches
+// syscall.ECONNRESET too.
+var ErrProtocol = errors.New("rsocket: protocol violation by the peer")
+
+// protocolError ends the connection for a peer's misbehaviour.
+type protocolError struct{ what string }
+
+func (e *protocolError) Error() string {
+	return "rsocket: protocol violation by the peer: " + e.what + ": connection reset"
+}
+func (e *protocolError) Is(target error) bool {
+	return target == ErrProtocol || target == sys.ErrConnReset
+}
+
+// resetError is a connection the peer or the network ended.
+type resetError struct {
+	why string
+	err error
+}
+
+func (e *resetError) Error() string {
+	s := "connection reset: " + e.why
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+func (e *resetError) Is(target error) bool { return target == sys.ErrConnReset }
+func (e *resetError) Unwrap() error        { return e.err }
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "rsocket", Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// setup makes the endpoint of id: its CQ and channel, QP, buffers and
+// posted receives, with cfg's sizes. The caller closes id on error.
+func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
+	vctx, err := id.Context()
+	if err != nil {
+		return nil, err
+	}
+	attr, err := vctx.QueryDevice()
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{id: id, wake: make(chan struct{})}
+	c.sq = clampQueue(cfg.SendQueue, attr.MaxQPWR)
+	c.rq = clampQueue(cfg.RecvQueue, attr.MaxQPWR)
+	c.sbufSize, c.rbufSize = cfg.SendBuffer, cfg.RecvBuffer
+	ok := false
+	defer func() {
+		if !ok {
+			c.freeVerbs()
+		}
+	}()
+	if c.ch, err = vctx.CreateCompChannel(); err != nil {
+		return nil, err
+	}
+	if c.cq, err = vctx.CreateCQ(uverbs.CQConfig{Size: c.sq + c.rq, Channel: c.ch}); err != nil {
+		return nil, err
+	}
+	if c.qp, err = id.CreateQP(nil, uverbs.QPConfig{
+		Type:      uverbs.QPTypeRC,
+		SendCQ:    c.cq,
+		RecvCQ:    c.cq,
+		SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: uint32(c.sq), MaxRecvWR: uint32(c.rq), MaxSendSGE: 2, MaxRecvSGE: 1,
+			MaxInlineData: uint32(cfg.Inline)},
+	}); err != nil {
+		return nil, err
+	}
+	c.inline = int(c.qp.Cap().MaxInlineData)
+
+	// One mapping: the send ring, ctrlSlots control slots, the target
+	// SGL, the receive ring (each part 64-byte aligned).
+	ctrlOff := align(c.sbufSize, 64)
+	tgtOff := ctrlOff + ctrlSlots*sgeLen
+	rOff := align(tgtOff+sglSize*sgeLen, 64)
+	if c.buf, err = uverbs.AllocBuffer(rOff + c.rbufSize); err != nil {
+		return nil, err
+	}
+	b := c.buf.Bytes()
+	c.sbuf, c.ctrl = b[:c.sbufSize], b[ctrlOff:tgtOff]
+	c.tgt, c.rbuf = b[tgtOff:tgtOff+sglSize*sgeLen], b[rOff:rOff+c.rbufSize]
+	pd := id.PD()
+	if c.smr, err = pd.RegMR(b[:tgtOff], 0); err != nil {
+		return nil, err
+	}
+	remote := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
+	if c.tmr, err = pd.RegMR(c.tgt, remote); err != nil {
+		return nil, err
+	}
+	if c.rmr, err = pd.RegMR(c.rbuf, remote); err != nil {
+		return nil, err
+	}
+	c.rmsg = make([]uint32, c.rq+1)
+	c.sbufAvail = c.sbufSize
+	c.rFreeOff, c.rAvail = c.rbufSize/2, c.rbufSize/2
+	c.granted = c.rbufSize / 2
+	c.sqeAvail = c.sq - ctrlSlots
+	c.ctrlMax = ctrlSlots
+	c.rseqComp = uint16(c.rq / 2)
+	c.rwr = uverbs.RecvWR{WRID: wrRecv}
+	for range c.rq {
+		if err := c.qp.PostRecv(&c.rwr); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.cq.RequestNotify(false); err != nil {
+		return nil, err
+	}
+	c.armed = true
+	ok = true
+	return c, nil
+}
+
+func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
+
+// localData is this side's connect data.
+func (c *Conn) localData() []byte {
+	d := connData{
+		Version:   1,
+		Flags:     flagIOMap, // as C: it understands the field, and offers no iomap
+		Credits:   uint16(c.rq),
+		TargetSGL: sge{Addr: c.tmr.Addr(), Key: c.tmr.RKey(), Length: sglSize},
+		DataBuf:   sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Length: uint32(c.rbufSize / 2)},
+	}
+	if hostBigEndian {
+		d.Flags |= flagNet
+	}
+	b := make([]byte, connDataLen)
+	d.marshal(b)
+	return b
+}
+
+// hostBigEndian is rs_host_is_net().
+var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// start takes the peer's connect data and starts the connection.
+func (c *Conn) start(peer connData) error {
+	c.remoteSGL = peer.TargetSGL
+	c.remoteSGE = 1
+	c.swap = (peer.Flags&flagNet != 0) != hostBigEndian
+	c.setTarget(0, peer.DataBuf)
+	c.sseqComp = peer.Credits
+	c.peerCredits = peer.Credits
+	c.st = state{readable: true, writable: true, connected: true}
+	if a, err := c.id.LocalAddr(); err == nil {
+		c.laddr = net.TCPAddrFromAddrPort(a)
+	}
+	if a, err := c.id.RemoteAddr(); err == nil {
+		c.raddr = net.TCPAddrFromAddrPort(a)
+	}
+	c.life, c.endLife = context.WithCancel(context.Background())
+	c.watched = make(chan struct{})
+	go c.watch()
+	return nil
+}
+
+// target reads entry i of the target SGL: the peer writes it (in this
+// host's byte order) when it grants a buffer half.
+func (c *Conn) target(i int) sge { return getSGE(c.tgt[i*sgeLen:], binary.NativeEndian) }
+
+func (c *Conn) setTarget(i int, s sge) { putSGE(c.tgt[i*sgeLen:], s, binary.NativeEndian) }
+
+// watch waits on the connection's rdma_cm channel: a peer that dies or
+// disconnects without a DISCONNECT message (a killed process, a removed
+// device) is seen there and nowhere else, since with an infinite retry
+// count the QP never reports it. It moves the QP to ERR, which flushes
+// the receives and wakes the completion channel.
+func (c *Conn) watch() {
+	defer close(c.watched)
+	ch := c.id.Channel()
+	for {
+		ev, err := ch.Next(c.life)
+		if err != nil {
+			return // Close
+		}
+		switch ev.Type {
+		case rdmacm.EventDisconnected, rdmacm.EventDeviceRemoval, rdmacm.EventTimewaitExit:
+		default:
+			continue
+		}
+		c.mu.Lock()
+		// What the peer sent before it went (its DISCONNECT message, the
+		// last data) is in the CQ already: take it first.
+		c.progress()
+		if c.st.connected && !c.st.closed {
+			c.fail(&resetError{why: "the peer disconnected without closing (rdma_cm " + ev.Type.String() + ")"})
+		}
+		c.mu.Unlock()
+		c.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+		c.mu.Lock()
+		c.kick()
+		c.mu.Unlock()
+	}
+}
+
+// fail ends the connection with err (the first error stays).
+func (c *Conn) fail(err error) {
+	if c.st.err == nil && !c.st.peerEOF {
+		c.st.err = err
+	}
+	c.st.connected, c.st.writable = false, false
+}
+
+// kick wakes every waiter: the channel waiter through its context, the
+// others through wake.
+func (c *Conn) kick() {
+	if c.waitCancel != nil {
+		c.waitCancel()
+	}
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+// progress polls the CQ and handles what it finds, granting credits
+// before and after as C's rs_process_cq does.
+func (c *Conn) progress() {
+	c.updateCredits()
+	for {
+		n, err := c.cq.Poll(c.wcs[:])
+		if err != nil {
+			c.fail(&resetError{why: "poll", err: err})
+			return
+		}
+		reposts := 0
+		for i := range n {
+			reposts += c.handle(&c.wcs[i])
+		}
+		for ; reposts > 0 && c.st.connected; reposts-- {
+			if err := c.qp.PostRecv(&c.rwr); err != nil {
+				c.fail(&resetError{why: "post receive", err: err})
+			}
+		}
+		if n < len(c.wcs) {
+			break
+		}
+	}
+	c.updateCredits()
+}
+
+// handle takes one completion; it returns 1 for a receive to post again.
+func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
+	if wc.WRID&wrRecv == 0 {
+		m := uint32(wc.WRID)
+		switch msgOp(m) {
+		case opSGL, opCtrl:
+			c.ctrlMax++
+		default:
+			c.sqeAvail++
+			c.sbufAvail += int(msgData(m))
+		}
+		if wc.Status != uverbs.WCSuccess && c.st.connected {
+			c.fail(&resetError{why: "a write to the peer failed", err: wc.Status})
+		}
+		return 0
+	}
+	if wc.Status != uverbs.WCSuccess {
+		if c.st.connected {
+			c.fail(&resetError{why: "receive failed", err: wc.Status})
+		}
+		return 0
+	}
+	if wc.Flags&uverbs.WCWithImm == 0 {
+		c.violation("a message without immediate data")
+		return 1
+	}
+	imm := wc.Imm
+	switch op, data := msgOp(imm), msgData(imm); op {
+	case opData:
+		if next := (c.rTail + 1) % len(c.rmsg); next == c.rHead {
+			c.violation(fmt.Sprintf("data message %d past the %d credits granted", c.sseqNo, c.rq))
+			return 1
+		}
+		if int(data) > c.granted {
+			c.violation(fmt.Sprintf("%d bytes of data where %d were granted", data, c.granted))
+			return 1
+		}
+		c.granted -= int(data)
+		c.rmsg[c.rTail] = data
+		c.rTail = (c.rTail + 1) % len(c.rmsg)
+	case opSGL:
+		comp := uint16(data)
+		if int16(comp-c.sseqComp) < 0 {
+			c.violation(fmt.Sprintf("credit limit moved back from %d to %d", c.sseqComp, comp))
+			return 1
+		}
+		if comp-c.sseqNo > c.peerCredits {
+			c.violation(fmt.Sprintf("credit limit %d is %d past the %d messages sent, more than its receive queue of %d", comp, comp-c.sseqNo, c.sseqNo, c.peerCredits))
+			return 1
+		}
+		c.sseqComp = comp
+	case opCtrl:
+		switch data {
+		case ctrlDisconnect:
+			c.st.readable, c.st.writable, c.st.connected, c.st.peerEOF = false, false, false, true
+		case ctrlShutdown:
+			if c.st.writable {
+				c.st.readable, c.st.peerEOF = false, true
+			} else {
+				c.st.readable, c.st.connected, c.st.peerEOF = false, false, true
+			}
+		case ctrlKeepalive:
+		default:
+			c.violation(fmt.Sprintf("control message %d", data))
+		}
+	case opIOMapSG:
+		c.violation("an iomap update, though no iomap was offered")
+	default:
+		c.violation(fmt.Sprintf("message opcode %d", op))
+	}
+	return 1
+}
+
+func (c *Conn) violation(what string) {
+	c.fail(&protocolError{what})
+	c.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+}
+
+// updateCredits is rs_update_credits: grant a free half of the receive
+// buffer, or credits alone once half the granted messages were read.
+func (c *Conn) updateCredits() {
+	half := c.rbufSize / 2
+	if !c.st.connected || c.ctrlSeq == c.ctrlMax ||
+		!(c.rAvail >= half || int16(c.rseqNo-c.rseqComp) >= 0) {
+		return
+	}
+	c.ctrlSeq++
+	c.rseqComp = c.rseqNo + uint16(c.rq/2)
+	imm := msg(opSGL, uint32(c.rseqNo)+uint32(c.rq))
+	wr := &c.swr
+	*wr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
+		RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+	if c.rAvail >= half {
+		slot := int(c.ctrlSeq%ctrlSlots) * sgeLen
+		order := binary.ByteOrder(binary.NativeEndian)
+		if c.swap {
+			order = otherEndian()
+		}
+		putSGE(c.ctrl[slot:], sge{Addr: c.rmr.Addr() + uint64(c.rFreeOff), Key: c.rmr.RKey(), Length: uint32(half)}, order)
+		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(len(c.sbuf)+slot), Length: sgeLen, LKey: c.smr.LKey()}
+		if c.inline >= sgeLen {
+			wr.Flags = uverbs.SendInline
+		}
+		wr.SGL = c.ssgl[:1]
+		wr.RemoteAddr += uint64(c.remoteSGE * sgeLen)
+		c.rAvail -= half
+		c.rFreeOff = (c.rFreeOff + half) % c.rbufSize
+		c.remoteSGE = (c.remoteSGE + 1) % int(c.remoteSGL.Length)
+		c.granted += half
+	}
+	if err := c.qp.PostSend(wr); err != nil {
+		c.fail(&resetError{why: "post a credit update", err: err})
+	}
+}
+
+func otherEndian() binary.ByteOrder {
+	if hostBigEndian {
+		return binary.LittleEndian
+	}
+	return binary.BigEndian
+}
+
+// postCtrl sends a control message (SHUTDOWN, DISCONNECT); the caller
+// checked a control slot is free.
+func (c *Conn) postCtrl(v uint32) error {
+	c.ctrlSeq++
+	imm := msg(opCtrl, v)
+	c.swr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
+		RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+	return c.qp.PostSend(&c.swr)
+}
+
+func (c *Conn) canSend() bool {
+	return c.sqeAvail > 0 && c.sbufAvail >= sendLowWater && c.sseqNo != c.sseqComp &&
+		c.target(c.targetSGE).Length != 0
+}
+
+func (c *Conn) haveData() bool { return c.rHead != c.rTail }
+
+func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+
+func (c *Conn) allSendsDone() bool {
+	return int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail == c.sq
+}
+
+// await makes progress until cond holds. A user wait (Read, Write)
+// ends on its deadline (*dl, read under mu each time) and on Close; an
+// internal one (Close's own) only on its deadline. The caller holds mu.
+func (c *Conn) await(cond func() bool, dl *time.Time, user bool) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		c.progress()
+		if cond() {
+			return nil
+		}
+		if user && c.st.closed {
+			return net.ErrClosed
+		}
+		d := *dl
+		if !d.IsZero() && !time.Now().Before(d) {
+			return os.ErrDeadlineExceeded
+		}
+		if !c.armed {
+			if err := c.cq.RequestNotify(false); err != nil {
+				c.fail(&resetError{why: "arm the CQ", err: err})
+				return c.st.err
+			}
+			c.armed = true
+			continue // a completion may have come before the arming
+		}
+		if !c.chWaiter {
+			parent := context.Background()
+			if user {
+				parent = c.life
+			}
+			var ctx context.Context
+			var cancel context.CancelFunc
+			if d.IsZero() {
+				ctx, cancel = context.WithCancel(parent)
+			} else {
+				ctx, cancel = context.WithDeadline(parent, d)
+			}
+			c.chWaiter, c.waitCancel = true, cancel
+			c.mu.Unlock()
+			_, err := c.ch.Wait(ctx)
+			cancel()
+			c.mu.Lock()
+			c.chWaiter, c.waitCancel = false, nil
+			if err == nil {
+				c.cq.AckEvents(1)
+				c.armed = false
+			} else if ctx.Err() == nil {
+				c.fail(&resetError{why: "wait for completions", err: err})
+			}
+			close(c.wake) // others: poll again, or take over the channel
+			c.wake = make(chan struct{})
+			continue
+		}
+		w := c.wake
+		var tc <-chan time.Time
+		if !d.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(d))
+			} else {
+				timer.Reset(time.Until(d))
+			}
+			tc = timer.C
+		}
+		c.mu.Unlock()
+		select {
+		case <-w:
+		case <-tc:
+		}
+		c.mu.Lock()
+	}
+}
+
+// Read reads data the peer wrote, as net.Conn's Read: it blocks until
+// some is there, the peer closes its side (io.EOF once all data is
+// read), the connection fails (an error matching sys.ErrConnReset),
+// the read deadline passes (os.ErrDeadlineExceeded) or Close
+// (net.ErrClosed).
+func (c *Conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.closed {
+		return 0, c.opError("read", net.ErrClosed)
+	}
+	for !c.haveData() {
+		if c.progress(); c.haveData() {
+			break
+		}
+		if !c.st.readable || c.st.err != nil {
+			if c.st.err != nil {
+				return 0, c.opError("read", c.st.err)
+			}
+			return 0, io.EOF
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		err := c.await(func() bool { return c.haveData() || !c.st.readable || c.st.err != nil }, &c.rdl, true)
+		if err != nil {
+			return 0, c.opError("read", err)
+		}
+	}
+	n := 0
+	for n < len(p) && c.haveData() {
+		m := int(c.rmsg[c.rHead])
+		take := min(m, len(p)-n)
+		if take < m {
+			c.rmsg[c.rHead] -= uint32(take)
+		} else {
+			c.rseqNo++
+			c.rHead = (c.rHead + 1) % len(c.rmsg)
+		}
+		for take > 0 {
+			k := min(take, c.rbufSize-c.rOff)
+			copy(p[n:n+k], c.rbuf[c.rOff:c.rOff+k])
+			n, take, c.rAvail = n+k, take-k, c.rAvail+k
+			if c.rOff += k; c.rOff == c.rbufSize {
+				c.rOff = 0
+			}
+		}
+	}
+	c.updateCredits()
+	return n, nil
+}
+
+// Write writes p to the peer, as net.Conn's Write: it returns when all
+// of p is posted (copied into the send buffer), or with the count
+// written so far and an error: the write deadline (os.ErrDeadlineExceeded;
+// what was counted was sent), a failed connection (sys.ErrConnReset),
+// CloseWrite (sys.ErrPipe), Close (net.ErrClosed).
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, olen := 0, olapStart
+	for {
+		if err := c.writeErr(); err != nil {
+			return n, c.opError("write", err)
+		}
+		if n == len(p) {
+			return n, nil
+		}
+		if !c.canSend() {
+			err := c.await(func() bool { return c.canSend() || c.writeErr() != nil }, &c.wdl, true)
+			if err != nil {
+				return n, c.opError("write", err)
+			}
+			continue
+		}
+		x := len(p) - n
+		if olen < x {
+			x = olen
+			if olen < maxTransfer {
+				olen <<= 1
+			}
+		}
+		tgt := c.target(c.targetSGE)
+		x = min(x, c.sbufAvail, int(tgt.Length))
+		if err := c.postData(p[n:n+x], tgt); err != nil {
+			c.fail(&resetError{why: "post a write", err: err})
+			return n, c.opError("write", c.st.err)
+		}
+		n += x
+	}
+}
+
+// writeErr is why no more can be written, or nil.
+func (c *Conn) writeErr() error {
+	switch {
+	case c.st.closed:
+		return net.ErrClosed
+	case c.st.err != nil:
+		return c.st.err
+	case !c.st.writable && c.st.peerEOF && !c.st.readable && !c.st.connected:
+		return &resetError{why: "the peer closed the connection"}
+	case !c.st.writable:
+		return sys.ErrPipe
+	}
+	return nil
+}
+
+// postData copies b into the send ring and writes it into the peer's
+// current target half with a DATA message (rs_write_data).
+func (c *Conn) postData(b []byte, tgt sge) error {
+	x := len(b)
+	nsge := 1
+	if end := c.sbufSize - c.sOff; x <= end {
+		copy(c.sbuf[c.sOff:], b)
+		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sOff), Length: uint32(x), LKey: c.smr.LKey()}
+		c.sOff += x
+	} else {
+		copy(c.sbuf[c.sOff:], b[:end])
+		copy(c.sbuf, b[end:])
+		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sOff), Length: uint32(end), LKey: c.smr.LKey()}
+		c.ssgl[1] = uverbs.SGE{Addr: c.smr.Addr(), Length: uint32(x - end), LKey: c.smr.LKey()}
+		c.sOff = x - end
+		nsge = 2
+	}
+	if c.sOff == c.sbufSize {
+		c.sOff = 0
+	}
+	c.sseqNo++
+	c.sqeAvail--
+	c.sbufAvail -= x
+	tgt.Addr += uint64(x)
+	tgt.Length -= uint32(x)
+	addr, key := tgt.Addr-uint64(x), tgt.Key
+	c.setTarget(c.targetSGE, tgt)
+	if tgt.Length == 0 {
+		c.targetSGE = (c.targetSGE + 1) % sglSize
+	}
+	imm := msg(opData, uint32(x))
+	c.swr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
+		SGL: c.ssgl[:nsge], RemoteAddr: addr, RKey: key}
+	if x <= c.inline {
+		c.swr.Flags = uverbs.SendInline
+	}
+	return c.qp.PostSend(&c.swr)
+}
+
+// CloseWrite shuts down the writing side (rshutdown SHUT_WR): the peer
+// reads io.EOF once it has read what was written; this side can still
+// read.
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.closed {
+		return c.opError("close", net.ErrClosed)
+	}
+	if !c.st.writable {
+		return nil
+	}
+	c.st.writable = false
+	if !c.st.connected {
+		return nil
+	}
+	v := uint32(ctrlShutdown)
+	if !c.st.readable {
+		v = ctrlDisconnect
+	}
+	return c.sendCtrl(v, time.Now().Add(Linger))
+}
+
+// sendCtrl waits for a control slot until dl, then sends v.
+func (c *Conn) sendCtrl(v uint32, dl time.Time) error {
+	if !c.ctrlAvail() {
+		if err := c.await(func() bool { return c.ctrlAvail() || !c.st.connected }, &dl, false); err != nil {
+			return c.opError("close", err)
+		}
+	}
+	if !c.st.connected {
+		return nil
+	}
+	if v == ctrlDisconnect {
+		c.st.connected = false
+	}
+	if err := c.postCtrl(v); err != nil {
+		c.fail(&resetError{why: "post a control message", err: err})
+		return c.opError("close", c.st.err)
+	}
+	return nil
+}
+
+// Close sends DISCONNECT (rclose), waits up to Linger for what was
+// written to be acknowledged, disconnects and frees the connection's
+// resources. A blocked Read or Write returns net.ErrClosed at once.
+func (c *Conn) Close() error {
+	if !c.closing.CompareAndSwap(false, true) {
+		return c.opError("close", net.ErrClosed)
+	}
+	c.mu.Lock()
+	c.st.closed = true
+	c.kick()
+	c.mu.Unlock()
+	c.endLife() // the watcher, and user waits on the channel
+	c.rmu.Lock()
+	c.wmu.Lock()
+	defer c.rmu.Unlock()
+	defer c.wmu.Unlock()
+
+	c.mu.Lock()
+	dl := time.Now().Add(Linger)
+	if c.st.connected {
+		c.st.readable, c.st.writable = false, false
+		c.sendCtrl(ctrlDisconnect, dl)
+		if c.st.err == nil {
+			c.await(func() bool { return c.allSendsDone() || c.st.err != nil }, &dl, false)
+		}
+	}
+	c.mu.Unlock()
+	<-c.watched
+	c.id.Disconnect()
+	var errs []error
+	if err := c.id.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	c.qp = nil // the ID destroyed it
+	if err := c.freeVerbs(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c.opError("close", err)
+	}
+	return nil
+}
+
+// freeVerbs frees what setup made, children first, except the QP, which
+// the ID owns (CreateQP).
+func (c *Conn) freeVerbs() error {
+	var errs []error
+	closeIt := func(x io.Closer) {
+		if err := x.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.qp != nil {
+		c.id.DestroyQP()
+		c.qp = nil
+	}
+	for _, mr := range []*uverbs.MR{c.rmr, c.tmr, c.smr} {
+		if mr != nil {
+			closeIt(mr)
+		}
+	}
+	if c.buf != nil {
+		closeIt(c.buf)
+	}
+	if c.cq != nil {
+		if n := c.cq.Unacked(); n > 0 {
+			c.cq.AckEvents(n)
+		}
+		closeIt(c.cq)
+	}
+	if c.ch != nil {
+		closeIt(c.ch)
+	}
+	return errors.Join(errs...)
+}
+
+// LocalAddr is this side's address, a *net.TCPAddr.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr is the peer's address, a *net.TCPAddr.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets the read and write deadlines; a zero time clears
+// them. A blocked Read or Write sees a new deadline at once.
+func (c *Conn) SetDeadline(t time.Time) error {
+	return c.setDeadline(t, true, true)
+}
+
+// SetReadDeadline sets the read deadline (see SetDeadline).
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.setDeadline(t, true, false) }
+
+// SetWriteDeadline sets the write deadline (see SetDeadline).
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadline(t, false, true) }
+
+func (c *Conn) setDeadline(t time.Time, r, w bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st.closed {
+		return c.opError("set deadline", net.ErrClosed)
+	}
+	if r {
+		c.rdl = t
+	}
+	if w {
+		c.wdl = t
+	}
+	c.kick()
+	return nil
+}

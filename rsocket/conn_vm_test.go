@@ -1,0 +1,182 @@
+package rsocket_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/rsocket"
+)
+
+// TestEcho: a client writes messages of many sizes, the server echoes
+// them, the bytes come back unchanged; both sides see each other's
+// addresses.
+func TestEcho(t *testing.T) {
+	c, s := pair(t, rsocket.Config{})
+	if got := c.RemoteAddr().(*net.TCPAddr).IP.String(); got != serverHost {
+		t.Errorf("client's RemoteAddr %v, want %s", c.RemoteAddr(), serverHost)
+	}
+	if got := s.RemoteAddr().(*net.TCPAddr).IP.String(); got != clientHost {
+		t.Errorf("server's RemoteAddr %v, want %s", s.RemoteAddr(), clientHost)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(s, s)
+		if err == nil {
+			err = s.CloseWrite()
+		}
+		done <- err
+	}()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 63, 64, 65, 2047, 2048, 4096, 65535, 65536, 100000, 1 << 20} {
+		msg := make([]byte, n)
+		for i := range msg {
+			msg[i] = byte(rng.Uint32())
+		}
+		werr := make(chan error, 1)
+		go func() {
+			_, err := c.Write(msg)
+			werr <- err
+		}()
+		got := make([]byte, n)
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatalf("%d bytes: read back: %v", n, err)
+		}
+		if err := <-werr; err != nil {
+			t.Fatalf("%d bytes: write: %v", n, err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("%d bytes: the echo differs", n)
+		}
+	}
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server's copy: %v", err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("client's read after the server's CloseWrite: %d, %v (want EOF)", n, err)
+	}
+}
+
+// TestStream: 64 MiB one way with a checksum, through the buffer's
+// halves many times over.
+func TestStream(t *testing.T) {
+	c, s := pair(t, rsocket.Config{})
+	const total = 64 << 20
+	sum := make(chan [32]byte, 1)
+	go func() {
+		h := sha256.New()
+		rng := rand.New(rand.NewPCG(3, 4))
+		buf := make([]byte, 1<<17)
+		for left := total; left > 0; {
+			n := min(left, 1+rng.IntN(len(buf)))
+			for i := range n {
+				buf[i] = byte(rng.Uint32())
+			}
+			h.Write(buf[:n])
+			if _, err := c.Write(buf[:n]); err != nil {
+				t.Errorf("write: %v", err)
+				break
+			}
+			left -= n
+		}
+		c.CloseWrite()
+		sum <- [32]byte(h.Sum(nil))
+	}()
+	h := sha256.New()
+	n, err := io.Copy(h, s)
+	if err != nil {
+		t.Fatalf("read: %v after %d bytes", err, n)
+	}
+	if n != total {
+		t.Fatalf("read %d bytes, want %d", n, total)
+	}
+	if want := <-sum; !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Fatal("checksums differ")
+	}
+}
+
+// TestDeadlines: a read with nothing to read ends at its deadline with
+// an error that is a net.Error timeout matching os.ErrDeadlineExceeded;
+// a deadline moved into the past wakes a blocked Read at once; Close
+// wakes one with net.ErrClosed.
+func TestDeadlines(t *testing.T) {
+	c, _ := pair(t, rsocket.Config{})
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read past its deadline = %v, want a timeout", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let it block (the result does not depend on it)
+	c.SetReadDeadline(time.Now().Add(-time.Second))
+	if err := <-errc; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read after its deadline moved back = %v", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	go func() {
+		_, err := c.Read(make([]byte, 1))
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	if err := <-errc; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read across Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// TestSlowReader: a writer whose peer does not read blocks once the
+// peer's buffer and its own are full; its deadline ends it with the
+// count of what it wrote; the reader then reads exactly that.
+func TestSlowReader(t *testing.T) {
+	c, s := pair(t, rsocket.Config{})
+	c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	n, err := c.Write(make([]byte, 16<<20))
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write to a peer that does not read = %d, %v; want a timeout", n, err)
+	}
+	if n == 0 || n >= 16<<20 {
+		t.Fatalf("wrote %d bytes before the deadline", n)
+	}
+	c.CloseWrite()
+	got, err := io.Copy(io.Discard, s)
+	if err != nil || got != int64(n) {
+		t.Fatalf("read %d, %v; the writer reported %d", got, err, n)
+	}
+}
+
+// TestPeerClose: after the peer's Close, reads give io.EOF and writes an
+// error matching ECONNRESET.
+func TestPeerClose(t *testing.T) {
+	c, s := pair(t, rsocket.Config{})
+	if _, err := s.Write([]byte("bye")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != "bye" {
+		t.Fatalf("ReadAll after the peer closed = %q, %v", b, err)
+	}
+	var werr error
+	for i := 0; i < 10 && werr == nil; i++ {
+		_, werr = c.Write([]byte("x"))
+	}
+	if !errors.Is(werr, syscall.ECONNRESET) {
+		t.Fatalf("Write after the peer closed = %v, want ECONNRESET", werr)
+	}
+}

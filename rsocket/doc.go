@@ -1,0 +1,50 @@
+// Package rsocket is Go's net.Conn and net.Listener over RDMA, speaking
+// librdmacm's rsockets protocol: a Go server serves C rsocket clients
+// (rstream, riostream, rcopy, programs under librspreload.so) and a Go
+// client reaches C rsocket servers, with no cgo and no librdmacm.
+//
+// A program that takes a net.Listener or a dial function moves onto
+// RDMA by changing one line:
+//
+//	ln, err := rsocket.Listen(ctx, "tcp", ":7471") // was net.Listen("tcp", ":7471")
+//	http.Serve(ln, handler)
+//
+// and a client dials with rsocket.Dial, or with a Dialer's DialContext
+// wherever a func(ctx, network, address) (net.Conn, error) is taken
+// (http.Transport.DialContext, grpc.WithContextDialer, ...).
+//
+// # The protocol
+//
+// Each connection is one RC queue pair set up by rdma_cm in the TCP
+// port space, with rsockets' 40-byte connect data (version 1). Data
+// travels as RDMA WRITE WITH IMMEDIATE into a receive buffer the peer
+// hands out in halves; the immediate names the message (data length,
+// credit update, control). Flow control is rsockets': credits are an
+// absolute 16-bit sequence limit, buffer halves are granted by writing
+// their address into the peer's target list. docs/rsocket.md has the
+// wire format, the defaults and what this package checks of a peer.
+//
+// # Semantics
+//
+// Conn has net.Conn's semantics: Read and Write block in the Go
+// runtime's poller on the connection's completion channel (no thread is
+// held and no goroutine spins); deadlines end them with
+// os.ErrDeadlineExceeded, and a new deadline or Close wakes them at
+// once; Close ends them with net.ErrClosed. CloseWrite is rsockets'
+// SHUTDOWN: the peer reads io.EOF. A peer that disconnects without
+// closing, or a connection that fails, gives errors matching
+// syscall.ECONNRESET; a refused dial matches syscall.ECONNREFUSED. A
+// peer that breaks the protocol (lengths past what was granted,
+// credits that move back, unknown messages) has its connection reset
+// with an error matching ErrProtocol; nothing is read or written outside
+// this side's own buffers.
+//
+// # Goroutines
+//
+// One goroutine may Read while another Writes; concurrent Reads (or
+// Writes) take turns. Listener.Accept may be called concurrently.
+// Each Conn has one goroutine of its own, parked in the poller on the
+// connection's rdma_cm channel: a peer that dies is reported there and
+// nowhere else (rsockets asks for infinite retries, so the queue pair
+// never times out). It ends with Close.
+package rsocket

@@ -1,0 +1,72 @@
+package rsocket_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/rsocket"
+	"github.com/purerdma/rdma/testenv"
+)
+
+// The test VM's addresses: servers listen on rxe0's, clients bind to
+// rxe1's, so that every connection crosses the veth pair.
+const (
+	serverHost = "198.18.0.1"
+	clientHost = "198.18.0.2"
+)
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// listen is a listener on rxe0's address and a free port; it closes with
+// the test.
+func listen(t *testing.T, cfg rsocket.Config) *rsocket.Listener {
+	t.Helper()
+	testenv.Devices(t, 2)
+	lc := rsocket.ListenConfig{Config: cfg}
+	l, err := lc.Listen(testContext(t), "tcp", net.JoinHostPort(serverHost, "0"))
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// dialer dials from rxe1's address.
+func dialer(cfg rsocket.Config) *rsocket.Dialer {
+	return &rsocket.Dialer{Config: cfg, LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientHost)}}
+}
+
+// pair is a connected client and server; both close with the test.
+func pair(t *testing.T, cfg rsocket.Config) (client, server *rsocket.Conn) {
+	t.Helper()
+	l := listen(t, cfg)
+	ctx := testContext(t)
+	type res struct {
+		c   *rsocket.Conn
+		err error
+	}
+	acc := make(chan res, 1)
+	go func() {
+		c, err := l.AcceptContext(ctx)
+		acc <- res{c, err}
+	}()
+	nc, err := dialer(cfg).DialContext(ctx, "tcp", l.Addr().String())
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	client = nc.(*rsocket.Conn)
+	t.Cleanup(func() { client.Close() })
+	r := <-acc
+	if r.err != nil {
+		t.Fatalf("Accept: %v", r.err)
+	}
+	server = r.c
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}
