@@ -221,6 +221,9 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
+// expired reports whether deadline d is set and has passed.
+func expired(d time.Time) bool { return !d.IsZero() && !time.Now().Before(d) }
+
 func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
 
 // localData is this side's connect data.
@@ -511,7 +514,7 @@ func (c *Conn) await(cond func() bool, dl *time.Time, user bool) error {
 			return net.ErrClosed
 		}
 		d := *dl
-		if !d.IsZero() && !time.Now().Before(d) {
+		if expired(d) {
 			return os.ErrDeadlineExceeded
 		}
 		if !c.armed {
@@ -582,6 +585,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if c.st.closed {
 		return 0, c.opError("read", net.ErrClosed)
 	}
+	if expired(c.rdl) {
+		return 0, c.opError("read", os.ErrDeadlineExceeded)
+	}
 	for !c.haveData() {
 		if c.progress(); c.haveData() {
 			break
@@ -633,6 +639,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.writeErr(); err == nil && expired(c.wdl) {
+		return 0, c.opError("write", os.ErrDeadlineExceeded)
+	}
 	n, olen := 0, olapStart
 	for {
 		if err := c.writeErr(); err != nil {
@@ -793,12 +802,13 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 	<-c.watched
 	c.id.Disconnect()
+	// The QP (the ID's), then the MRs and the CQ, then the ID, which
+	// may release the device context they all belong to.
 	var errs []error
-	if err := c.id.Close(); err != nil {
+	if err := c.freeVerbs(); err != nil {
 		errs = append(errs, err)
 	}
-	c.qp = nil // the ID destroyed it
-	if err := c.freeVerbs(); err != nil {
+	if err := c.id.Close(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -817,7 +827,9 @@ func (c *Conn) freeVerbs() error {
 		}
 	}
 	if c.qp != nil {
-		c.id.DestroyQP()
+		if err := c.id.DestroyQP(); err != nil {
+			errs = append(errs, err)
+		}
 		c.qp = nil
 	}
 	for _, mr := range []*uverbs.MR{c.rmr, c.tmr, c.smr} {

@@ -2,6 +2,7 @@ package rsocket_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -61,12 +62,20 @@ func pair(t *testing.T, cfg rsocket.Config) (client, server *rsocket.Conn) {
 		t.Fatalf("Dial: %v", err)
 	}
 	client = nc.(*rsocket.Conn)
-	t.Cleanup(func() { client.Close() })
+	t.Cleanup(func() { closeConn(t, client) })
 	r := <-acc
 	if r.err != nil {
 		t.Fatalf("Accept: %v", r.err)
 	}
 	server = r.c
-	t.Cleanup(func() { server.Close() })
+	t.Cleanup(func() { closeConn(t, server) })
 	return client, server
+}
+
+// closeConn closes c at the end of a test: an error other than "already
+// closed" fails it (a Close that cannot free what the connection holds).
+func closeConn(t *testing.T, c *rsocket.Conn) {
+	if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Close: %v", err)
+	}
 }
