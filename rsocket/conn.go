@@ -96,6 +96,7 @@ type state struct {
 	writable  bool  // this side may still send: no CloseWrite or Close
 	connected bool  // control messages may be sent
 	peerEOF   bool  // the peer closed cleanly (SHUTDOWN or DISCONNECT received)
+	peerGone  bool  // rdma_cm reported the connection's end
 	err       error // what ended the connection, if it did not end cleanly
 	closed    bool
 }
@@ -298,7 +299,10 @@ func (c *Conn) watch() {
 		if c.st.connected && !c.st.closed {
 			c.fail(&resetError{why: "the peer disconnected without closing (rdma_cm " + ev.Type.String() + ")"})
 		}
+		c.st.connected, c.st.peerGone = false, true
 		c.mu.Unlock()
+		// Flush what is posted: sends to a peer that is gone would be
+		// retried for ever; a blocked Read or Close wakes on the flush.
 		c.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
 		c.mu.Lock()
 		c.kick()
@@ -380,7 +384,7 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 	switch op, data := msgOp(imm), msgData(imm); op {
 	case opData:
 		if next := (c.rTail + 1) % len(c.rmsg); next == c.rHead {
-			c.violation(fmt.Sprintf("data message %d past the %d credits granted", c.sseqNo, c.rq))
+			c.violation(fmt.Sprintf("more data messages than the %d credits granted (%d unread)", c.rq, len(c.rmsg)-1))
 			return 1
 		}
 		if int(data) > c.granted {
@@ -784,22 +788,23 @@ func (c *Conn) Close() error {
 	c.st.closed = true
 	c.kick()
 	c.mu.Unlock()
-	c.endLife() // the watcher, and user waits on the channel
 	c.rmu.Lock()
 	c.wmu.Lock()
 	defer c.rmu.Unlock()
 	defer c.wmu.Unlock()
 
+	// The watcher goes on until the DISCONNECT is sent and acknowledged:
+	// a peer that went meanwhile ends the wait through it.
 	c.mu.Lock()
+	c.progress() // the peer's DISCONNECT may be waiting: then none is sent
 	dl := time.Now().Add(Linger)
 	if c.st.connected {
 		c.st.readable, c.st.writable = false, false
 		c.sendCtrl(ctrlDisconnect, dl)
-		if c.st.err == nil {
-			c.await(func() bool { return c.allSendsDone() || c.st.err != nil }, &dl, false)
-		}
+		c.await(func() bool { return c.allSendsDone() || c.st.err != nil || c.st.peerGone }, &dl, false)
 	}
 	c.mu.Unlock()
+	c.endLife()
 	<-c.watched
 	c.id.Disconnect()
 	// The QP (the ID's), then the MRs and the CQ, then the ID, which
