@@ -28,10 +28,12 @@ type Dialer struct {
 	// Timeout bounds the whole dial, as net.Dialer's; 0 means none
 	// beyond the context's.
 	Timeout time.Duration
-	// FallbackTCP dials plain TCP when the address has no RDMA route
-	// (no RDMA device reaches it). DialContext then returns a
-	// *net.TCPConn instead of a *Conn, and logs at info level through
-	// Logger which transport it used.
+	// FallbackTCP dials plain TCP when the address has no RDMA route:
+	// no RDMA device reaches it, or the machine has no RDMA at all (the
+	// errors that match ErrNoRoute; a refused or failed RDMA connection
+	// is not retried over TCP). DialContext then returns a *net.TCPConn
+	// instead of a *Conn, and logs at info level through Logger which
+	// transport it used; a caller tells them apart with a type switch.
 	FallbackTCP bool
 	// Logger receives the fallback's message; nil means slog.Default().
 	Logger *slog.Logger
@@ -106,7 +108,8 @@ func (d *Dialer) dial(ctx context.Context, network, address string) (*Conn, erro
 	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
-		return nil, opErr(err)
+		// No rdma_cm (no RDMA driver, no /dev/infiniband): no route.
+		return nil, opErr(&noRouteError{err})
 	}
 	c, err := connect(ctx, id, src, dst, cfg)
 	if err != nil {
