@@ -65,7 +65,7 @@ vmtest: deps examples
 # The race runtime needs cgo in the test binary (only there: the library
 # builds with CGO_ENABLED=0, which make lint checks). scripts/vmexec-race
 # runs each binary as NAME.race.test, so the VM log tells these runs apart.
-RACEPKGS  := ./uverbs ./rdmacm ./rpma ./internal/evfd ./spin ./mmio
+RACEPKGS  := ./uverbs ./rdmacm ./rpma ./rsocket ./internal/evfd ./spin ./mmio
 RACETESTS := \
 	TestConcurrentPosters TestAsyncEventContext TestAsyncEventBusy TestAsyncEventClose \
 	TestCompChannelWakesOnCompletion TestCompChannelWaitCancel TestCompChannelWaitClose \
@@ -73,7 +73,8 @@ RACETESTS := \
 	TestCloseDuringNext TestSharedContext TestRCConnect TestDisconnect TestTimewaitExit \
 	TestUDExchange TestEstablish TestDeviceRemoval \
 	TestReadWakesOnData TestReadCancel TestReadClose TestSecondWaiterBusy TestWaitAfterCancelledWait \
-	TestConcurrentPublish TestConcurrentConnections Example
+	TestConcurrentPublish TestConcurrentConnections Example \
+	TestNetConn TestDeadlines TestEcho TestKilledPeer
 empty :=
 space := $(empty) $(empty)
 RACERUN ?= ^($(subst $(space),|,$(strip $(RACETESTS))))$$

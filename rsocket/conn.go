@@ -147,6 +147,11 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dev := vctx.Device(); dev.Transport == uverbs.TransportIWARP {
+		// iWARP has no RDMA WRITE WITH IMMEDIATE: rsockets sends each
+		// message as a write and a 4-byte send there (RS_OPT_MSG_SEND).
+		return nil, fmt.Errorf("rsocket: %s is an iWARP device, whose message mode this package does not speak yet: %w", dev.Name, sys.ErrNotSupported)
+	}
 	attr, err := vctx.QueryDevice()
 	if err != nil {
 		return nil, err
