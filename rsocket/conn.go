@@ -75,6 +75,8 @@ type Conn struct {
 	remoteSGE int    // remote_sge: the peer's target SGL entry written next
 	remoteSGL sge    // remote_sgl
 	granted   int    // bytes of rbuf the peer may write and has not reported
+	rcvSeq    uint16 // data messages received
+	rcvLimit  uint16 // the credit limit last granted: rcvSeq may not pass it
 
 	// Waiting: one goroutine waits on the completion channel, the others
 	// on wake, which it closes (and replaces) when it has polled.
@@ -213,6 +215,7 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	c.sqeAvail = c.sq - ctrlSlots
 	c.ctrlMax = ctrlSlots
 	c.rseqComp = uint16(c.rq / 2)
+	c.rcvLimit = uint16(c.rq) // the credits of the connect data
 	c.rwr = uverbs.RecvWR{WRID: wrRecv}
 	for range c.rq {
 		if err := c.qp.PostRecv(&c.rwr); err != nil {
@@ -388,6 +391,11 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 	imm := wc.Imm
 	switch op, data := msgOp(imm), msgData(imm); op {
 	case opData:
+		if c.rcvSeq == c.rcvLimit {
+			c.violation(fmt.Sprintf("data message %d past the credit limit %d granted", c.rcvSeq+1, c.rcvLimit))
+			return 1
+		}
+		c.rcvSeq++
 		if next := (c.rTail + 1) % len(c.rmsg); next == c.rHead {
 			c.violation(fmt.Sprintf("more data messages than the %d credits granted (%d unread)", c.rq, len(c.rmsg)-1))
 			return 1
@@ -447,6 +455,7 @@ func (c *Conn) updateCredits() {
 	}
 	c.ctrlSeq++
 	c.rseqComp = c.rseqNo + uint16(c.rq/2)
+	c.rcvLimit = c.rseqNo + uint16(c.rq)
 	imm := msg(opSGL, uint32(c.rseqNo)+uint32(c.rq))
 	wr := &c.swr
 	*wr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,

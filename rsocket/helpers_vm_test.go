@@ -18,7 +18,7 @@ const (
 	clientHost = "198.18.0.2"
 )
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -26,7 +26,7 @@ func testContext(t *testing.T) context.Context {
 
 // listen is a listener on rxe0's address and a free port; it closes with
 // the test.
-func listen(t *testing.T, cfg rsocket.Config) *rsocket.Listener {
+func listen(t testing.TB, cfg rsocket.Config) *rsocket.Listener {
 	t.Helper()
 	testenv.Devices(t, 2)
 	lc := rsocket.ListenConfig{Config: cfg}
@@ -44,7 +44,7 @@ func dialer(cfg rsocket.Config) *rsocket.Dialer {
 }
 
 // pair is a connected client and server; both close with the test.
-func pair(t *testing.T, cfg rsocket.Config) (client, server *rsocket.Conn) {
+func pair(t testing.TB, cfg rsocket.Config) (client, server *rsocket.Conn) {
 	t.Helper()
 	l := listen(t, cfg)
 	ctx := testContext(t)
@@ -74,7 +74,7 @@ func pair(t *testing.T, cfg rsocket.Config) (client, server *rsocket.Conn) {
 
 // closeConn closes c at the end of a test: an error other than "already
 // closed" fails it (a Close that cannot free what the connection holds).
-func closeConn(t *testing.T, c *rsocket.Conn) {
+func closeConn(t testing.TB, c *rsocket.Conn) {
 	if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Close: %v", err)
 	}

@@ -1,0 +1,80 @@
+package rsocket_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/purerdma/rdma/rsocket"
+)
+
+// TestAllocs: once a connection is warm, a Write that can go out at
+// once and a Read of data already received allocate nothing (a call
+// that has to wait for the peer parks in the runtime poller, which costs
+// a few allocations for its context; BenchmarkPingPong reports them).
+func TestAllocs(t *testing.T) {
+	c, s := pair(t, rsocket.Config{})
+	msg := bytes.Repeat([]byte{0x5a}, 64)
+	// Warm both directions.
+	for range 4 {
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const runs = 100 // AllocsPerRun runs the function runs+1 times: within the 384 credits
+	if n := testing.AllocsPerRun(runs, func() {
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Write of 64 bytes: %v allocations", n)
+	}
+	want := (runs + 1) * 64
+	deadline := time.Now().Add(30 * time.Second) // only turns a hang into a failure
+	for s.Buffered() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d bytes arrived", s.Buffered(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	buf := make([]byte, 64)
+	if n := testing.AllocsPerRun(runs, func() {
+		if _, err := io.ReadFull(s, buf); err != nil || !bytes.Equal(buf, msg) {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Read of 64 bytes received: %v allocations", n)
+	}
+}
+
+// BenchmarkPingPong: 64-byte messages back and forth between two
+// connections of one process, one round trip an iteration; it reports
+// the allocations of calls that had to wait too.
+func BenchmarkPingPong(b *testing.B) {
+	c, s := pair(b, rsocket.Config{})
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				return
+			}
+			if _, err := s.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	msg, buf := make([]byte, 64), make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Write(msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
