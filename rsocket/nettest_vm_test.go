@@ -1,12 +1,16 @@
 package rsocket_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"golang.org/x/net/nettest"
 
 	"github.com/purerdma/rdma/rsocket"
+	"github.com/purerdma/rdma/testenv"
 )
 
 // TestNetConn runs golang.org/x/net/nettest's conformance suite for
@@ -15,8 +19,32 @@ import (
 // blocked calls, deadlines past, future and changing, concurrent
 // methods.
 func TestNetConn(t *testing.T) {
+	testenv.Devices(t, 2)
+	l := listen(t, rsocket.Config{})
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		c, s := pair(t, rsocket.Config{})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		type accepted struct {
+			c   *rsocket.Conn
+			err error
+		}
+		acc := make(chan accepted, 1)
+		go func() {
+			s, err := l.AcceptContext(ctx)
+			acc <- accepted{s, err}
+		}()
+		c, err := dialer(rsocket.Config{}).DialContext(ctx, "tcp", l.Addr().String())
+		a := <-acc
+		if err != nil || a.err != nil {
+			if c != nil {
+				c.Close()
+			}
+			if a.c != nil {
+				a.c.Close()
+			}
+			return nil, nil, nil, errors.Join(err, a.err)
+		}
+		s := a.c
 		return c, s, func() { c.Close(); s.Close() }, nil
 	})
 }
