@@ -25,7 +25,8 @@ type Config struct {
 	SendBuffer int
 	RecvBuffer int
 	// Inline is the most bytes sent inline in a work request
-	// (inline_default: 64); the device may grant less.
+	// (inline_default: 64); the device may grant less, or more. A
+	// negative value asks for none (C's RDMA_INLINE of 0).
 	Inline int
 }
 
@@ -101,11 +102,14 @@ func (c Config) resolved() (Config, error) {
 	set(&c.SendBuffer, d.SendBuffer)
 	set(&c.RecvBuffer, d.RecvBuffer)
 	set(&c.Inline, d.Inline)
+	if c.Inline < 0 {
+		c.Inline = 0
+	}
 	switch {
-	case c.SendQueue < 0 || c.RecvQueue < 0 || c.Inline < 0:
-		return c, fmt.Errorf("rsocket: config: negative queue size or inline (SendQueue %d, RecvQueue %d, Inline %d)", c.SendQueue, c.RecvQueue, c.Inline)
-	case c.SendBuffer < 2*sendLowWater:
-		return c, fmt.Errorf("rsocket: config: SendBuffer %d: at least %d bytes", c.SendBuffer, 2*sendLowWater)
+	case c.SendQueue < 0 || c.RecvQueue < 0:
+		return c, fmt.Errorf("rsocket: config: negative queue size (SendQueue %d, RecvQueue %d)", c.SendQueue, c.RecvQueue)
+	case c.SendBuffer < sendLowWater:
+		return c, fmt.Errorf("rsocket: config: SendBuffer %d: at least %d bytes (a transfer needs that much free)", c.SendBuffer, sendLowWater)
 	case c.RecvBuffer < 2 || c.RecvBuffer/2 > maxMsgData:
 		return c, fmt.Errorf("rsocket: config: RecvBuffer %d: 2 bytes to 1 GiB", c.RecvBuffer)
 	case c.SendBuffer > 1<<30:

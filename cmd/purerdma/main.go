@@ -11,6 +11,8 @@
 //	purerdma ping -s|-c [flags] [-json]              rping
 //	purerdma bench TEST [flags] [SERVER]             perftest-like latency and bandwidth
 //	purerdma bench connect (-b ADDR | -s SERVER)     cmtime-like connection set-up times
+//	purerdma rstream [-s SERVER] [-b ADDR] [-S SIZE|all] [-C N] [-I N] [-T s|v] [-json]
+//	                                                 rstream: stream latency and bandwidth over rsocket (or TCP)
 //	purerdma selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]
 //	                                                 every fast-path operation of a device against itself
 //	purerdma help [COMMAND]                          this list, or one command's help
@@ -21,9 +23,9 @@
 // # JSON output
 //
 // The listings (devices, devinfo, link show), the measurements
-// (pingpong, ping, bench) and selftest take -json: stdout then holds one
-// JSON document per invocation instead of the text, with snake_case
-// field names that stay stable:
+// (pingpong, ping, bench, rstream) and selftest take -json: stdout then
+// holds one JSON document per invocation (rstream: one per row) instead
+// of the text, with snake_case field names that stay stable:
 //
 //   - devices: {"devices": [{"name", "node_guid", "sys_image_guid",
 //     "node_type", "transport", "node_desc", "fw_ver", "driver",
@@ -43,6 +45,10 @@
 //     "pings", "validated", "seconds", "usec_per_ping"}, printed when the
 //     connection ends well (the server: when the client disconnects)
 //   - bench and bench connect: the fields docs/performance.md lists.
+//   - rstream: one JSON object per result row, each on a line of its
+//     own (no header): {"role", "transport", "name", "bytes", "xfers",
+//     "iters", "total_bytes", "seconds", "gbit_per_sec",
+//     "usec_per_xfer", "verified"}
 //   - selftest: {"device", "driver", "provider", "kernel", "port",
 //     "gid_index", "gid", "gid_type", "link_layer", "rows": [{"name", "result",
 //     "detail", "usec"}], "passed", "failed", "not_applicable"}; result

@@ -52,7 +52,11 @@ var lowLevel = []string{"mmio", "internal/rdmanl", "internal/sys", "internal/abi
 
 var rawImports = []string{"unsafe", "syscall", "golang.org/x/sys/unix"}
 
-var thirdParty = []string{"golang.org/x/sys/", "github.com/google/go-cmp/", "go.uber.org/goleak/"}
+var thirdParty = []string{"golang.org/x/sys/", "github.com/google/go-cmp/", "go.uber.org/goleak/", testOnly}
+
+// testOnly may be imported by tests only: x/net's nettest, the net.Conn
+// conformance suite rsocket's tests run (docs/architecture.md).
+const testOnly = "golang.org/x/net/"
 
 type pkg struct {
 	ImportPath   string
@@ -137,6 +141,9 @@ func TestLayering(t *testing.T) {
 			}
 			if dep, ok := strings.CutPrefix(imp, module+"/"); ok && !match(dep, mayImport) {
 				t.Errorf("%s imports %s; it may import only %v", rel, dep, mayImport)
+			}
+			if strings.HasPrefix(imp, testOnly) {
+				t.Errorf("%s imports %s, which only tests may", rel, imp)
 			}
 			if imp == "testing" && !strings.HasPrefix(rel, "testenv") && !strings.HasPrefix(rel, "internal/testutils") {
 				t.Errorf("%s imports testing outside its tests", rel)
