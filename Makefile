@@ -53,13 +53,15 @@ lint:
 unit: deps examples
 	env -u PURERDMA_REQUIRE_DEVICE PURERDMA_TEST_RXEVM=1 PURERDMA_TEST_ABI=1 $(GO) test -count=1 $(TESTFLAGS) ./...
 
-# Every package's tests inside the VM, where device tests must not skip;
+# Every package's tests inside the VM, where device tests must not skip,
+# then the gRPC example's (a module of its own: rsocket/examples/grpc);
 # the host-only source checks (layering, the ABI against the C headers)
 # ran in make unit and would only boot a VM to skip.
 HOSTONLY := internal/layering internal/abi internal/cmd/genabi cmd/rxevm testenv/vm
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
+	cd rsocket/examples/grpc && PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) ./...
 
 # The concurrency tests again, built with the race detector, in the VM.
 # The race runtime needs cgo in the test binary (only there: the library
@@ -126,7 +128,8 @@ clean:
 	rm -rf $(BIN)
 
 # Soak tests (not part of make test): every uverbs object opened and closed
-# 10 000 times, 1 000 rdma_cm and 1 000 rpma connections, each checked for
+# 10 000 times, 1 000 rdma_cm, 1 000 rpma and 1 000 rsocket connections
+# (and 1 GiB through one rsocket connection), each checked for
 # leaked descriptors, goroutines, kernel objects (rdma res) and RSS growth;
 # one VM boot per package and kernel (docs/reliability.md, "Soak").
 .PHONY: soak
@@ -134,4 +137,6 @@ soak: deps
 	@set -e; for k in $(KERNELS); do \
 	  PURERDMA_SOAK=1 PURERDMA_KERNEL=$$k $(GO) test -count=1 -p 1 -timeout 30m -exec $(CURDIR)/scripts/vmexec \
 	    -run '^TestSoak' -v $(TESTFLAGS) ./uverbs ./rdmacm ./rpma; \
+	  PURERDMA_SOAK=1 PURERDMA_KERNEL=$$k $(GO) test -count=1 -timeout 60m -exec $(CURDIR)/scripts/vmexec \
+	    -run '^(TestStream|TestManyConnections)$$' -v $(TESTFLAGS) ./rsocket; \
 	done

@@ -52,29 +52,37 @@ func TestAllocs(t *testing.T) {
 }
 
 // BenchmarkPingPong: 64-byte messages back and forth between two
-// connections of one process, one round trip an iteration; it reports
+// connections of one process, one round trip an iteration, with calls
+// that block after polling (the default) and with BusyPoll; it reports
 // the allocations of calls that had to wait too.
 func BenchmarkPingPong(b *testing.B) {
-	c, s := pair(b, rsocket.Config{})
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			if _, err := io.ReadFull(s, buf); err != nil {
-				return
+	for _, bc := range []struct {
+		name string
+		cfg  rsocket.Config
+	}{{"blocking", rsocket.Config{}}, {"busypoll", rsocket.Config{BusyPoll: true}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c, s := pair(b, bc.cfg)
+			go func() {
+				buf := make([]byte, 64)
+				for {
+					if _, err := io.ReadFull(s, buf); err != nil {
+						return
+					}
+					if _, err := s.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			msg, buf := make([]byte, 64), make([]byte, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, buf); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if _, err := s.Write(buf); err != nil {
-				return
-			}
-		}
-	}()
-	msg, buf := make([]byte, 64), make([]byte, 64)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.Write(msg); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(c, buf); err != nil {
-			b.Fatal(err)
-		}
+		})
 	}
 }

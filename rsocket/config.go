@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config sets a connection's queues and buffers, as librdmacm's
@@ -28,6 +29,16 @@ type Config struct {
 	// (inline_default: 64); the device may grant less, or more. A
 	// negative value asks for none (C's RDMA_INLINE of 0).
 	Inline int
+	// PollTime is how long a Read or Write that finds nothing to do
+	// polls the completion queue before it blocks in the poller
+	// (polling_time: 10 µs); a negative value blocks at once.
+	PollTime time.Duration
+	// BusyPoll makes Read and Write poll the completion queue until
+	// they can go on instead of blocking: the latency of rstream's
+	// default non-blocking mode, at the price of a CPU per waiting
+	// goroutine (paced by spin.Waiter, so the Go scheduler is not
+	// starved). Deadlines and Close work as when blocking.
+	BusyPoll bool
 }
 
 // C's built-in defaults (rsocket.c).
@@ -35,6 +46,7 @@ const (
 	defQueue  = 384
 	defBuffer = 128 << 10
 	defInline = 64
+	defPoll   = 10 * time.Microsecond
 )
 
 // ConfigDir is where C rsockets read their defaults; DefaultConfig reads
@@ -102,6 +114,9 @@ func (c Config) resolved() (Config, error) {
 	set(&c.SendBuffer, d.SendBuffer)
 	set(&c.RecvBuffer, d.RecvBuffer)
 	set(&c.Inline, d.Inline)
+	if c.PollTime == 0 {
+		c.PollTime = defPoll
+	}
 	if c.Inline < 0 {
 		c.Inline = 0
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/spin"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -39,6 +40,10 @@ type Conn struct {
 	inline      int
 	peerCredits uint16 // the peer's receive queue: the most credits it grants
 	swap        bool   // the peer's byte order differs: SGEs are written swapped
+	pollTime    time.Duration
+	busyPoll    bool
+	rspin       *spin.Waiter // BusyPoll's pacing of Read's and of Write's loops
+	wspin       *spin.Waiter
 	sbuf, ctrl  []byte // views of buf
 	tgt, rbuf   []byte
 
@@ -162,6 +167,10 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	c.sq = clampQueue(cfg.SendQueue, attr.MaxQPWR)
 	c.rq = clampQueue(cfg.RecvQueue, attr.MaxQPWR)
 	c.sbufSize, c.rbufSize = cfg.SendBuffer, cfg.RecvBuffer
+	c.pollTime, c.busyPoll = cfg.PollTime, cfg.BusyPoll
+	if c.busyPoll {
+		c.rspin, c.wspin = spin.New(nil, spin.DefaultInterval), spin.New(nil, spin.DefaultInterval)
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -523,6 +532,7 @@ func (c *Conn) await(cond func() bool, dl *time.Time, user bool) error {
 			timer.Stop()
 		}
 	}()
+	var polled time.Time // when polling began
 	for {
 		c.progress()
 		if cond() {
@@ -534,6 +544,29 @@ func (c *Conn) await(cond func() bool, dl *time.Time, user bool) error {
 		d := *dl
 		if expired(d) {
 			return os.ErrDeadlineExceeded
+		}
+		// Poll a while before blocking (polling_time), or for ever with
+		// BusyPoll, letting the other direction in between.
+		if c.busyPoll && user {
+			w := c.wspin
+			if dl == &c.rdl {
+				w = c.rspin
+			}
+			c.mu.Unlock()
+			w.Spin()
+			c.mu.Lock()
+			continue
+		}
+		if c.pollTime > 0 {
+			now := time.Now()
+			if polled.IsZero() {
+				polled = now
+			}
+			if now.Sub(polled) < c.pollTime {
+				c.mu.Unlock()
+				c.mu.Lock()
+				continue
+			}
 		}
 		if !c.armed {
 			if err := c.cq.RequestNotify(false); err != nil {

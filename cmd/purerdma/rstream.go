@@ -86,9 +86,12 @@ Options (as rdma-core's rstream; both sides need the same -S, -C, -I and -T v):
                        s|socket   plain TCP sockets (Go's net package) instead of rsocket;
                                   TCP_NODELAY, no other option (-B and -i do not apply)
                        v|verify   send a running byte count, check what arrives against one
-                       b|block, n|nonblock, a|async
-                                  accepted, no effect: Go's reads and writes are always
-                                  blocking calls that park in the runtime's poller
+                       n|nonblock the default, as in C: reads and writes poll the
+                                  completion queue until they can go on (rsocket's
+                                  BusyPoll), as rstream's non-blocking calls spin
+                       b|block, a|async
+                                  reads and writes that park in the runtime's poller
+                                  after polling 10 µs, as C's blocking calls and rpoll
                        r|resolve  accepted, no effect: Go resolves names, the rdma_cm routes
                      f|fork is not supported
   -json              one JSON object per result row, one a line, and no header (also
@@ -171,6 +174,7 @@ type rsOptions struct {
 	inline    int    // -i
 	keepalive int    // -k
 	tcp       bool   // -T s
+	block     bool   // -T b or a: block instead of busy-polling
 	verify    bool   // -T v
 	json      bool   // -json
 }
@@ -304,7 +308,11 @@ func (o *rsOptions) setTestOption(v string) error {
 		o.tcp = true
 	case "v":
 		o.verify = true
-	case "a", "b", "n", "r": // see the help
+	case "a", "b":
+		o.block = true
+	case "n":
+		o.block = false
+	case "r": // see the help
 	case "f":
 		return usageError("rstream: -T %s: fork is not supported (a Go program cannot fork)", v)
 	default:
@@ -524,7 +532,7 @@ func (r *rstreamRun) config(p rsPhase) rsocket.Config {
 	if snd < 2048 {
 		snd = 4096
 	}
-	return rsocket.Config{SendBuffer: snd, RecvBuffer: 2 * b, Inline: p.inline}
+	return rsocket.Config{SendBuffer: snd, RecvBuffer: 2 * b, Inline: p.inline, BusyPoll: !r.o.block}
 }
 
 func (r *rstreamRun) transport() string {

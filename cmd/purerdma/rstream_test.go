@@ -48,8 +48,9 @@ func TestRstreamArgs(t *testing.T) {
 		{[]string{"-k", "10"}, with(func(o *rsOptions) { o.keepalive = 10 })},
 		{[]string{"-T", "s", "-T", "v"}, with(func(o *rsOptions) { o.tcp, o.verify = true, true })},
 		{[]string{"-Tsockets", "-T", "Verify"}, with(func(o *rsOptions) { o.tcp, o.verify = true, true })},
-		{[]string{"-T", "b", "-T", "n", "-T", "a", "-T", "r"}, rsDefaults},
-		{[]string{"-T", "blocking", "-T", "nonblocking", "-T", "async", "-T", "resolve"}, rsDefaults},
+		{[]string{"-T", "b", "-T", "n", "-T", "a", "-T", "r"}, with(func(o *rsOptions) { o.block = true })},
+		{[]string{"-T", "blocking", "-T", "nonblocking", "-T", "async", "-T", "resolve"}, with(func(o *rsOptions) { o.block = true })},
+		{[]string{"-T", "b", "-T", "n"}, rsDefaults},
 		{[]string{"-f", "ip", "-s", "fd00:198:18::1", "-b", "fd00:198:18::2"}, with(func(o *rsOptions) {
 			o.format, o.dst, o.src = "ip", "fd00:198:18::1", "fd00:198:18::2"
 		})},
@@ -233,7 +234,8 @@ func TestRstreamPlan(t *testing.T) {
 
 // TestRstreamConfig: rsocket gets twice -B (rsetsockopt's doubling; a
 // send buffer that would be below 2048 bytes is 4096, as rsetsockopt
-// makes it), and the phase's inline size.
+// makes it), the phase's inline size, and busy polling unless -T b or
+// -T a (C's non-blocking default spins).
 func TestRstreamConfig(t *testing.T) {
 	for _, tt := range []struct {
 		buffer, inline int
@@ -252,9 +254,27 @@ func TestRstreamConfig(t *testing.T) {
 		o := rsDefaults
 		o.buffer = tt.buffer
 		r := rstreamRun{o: &o}
+		tt.want.BusyPoll = true
 		if got := r.config(rsPhase{inline: tt.inline}); got != tt.want {
 			t.Errorf("-B %d inline %d: %+v, want %+v", tt.buffer, tt.inline, got, tt.want)
 		}
+	}
+	for _, opt := range []string{"b", "a", "block", "async"} {
+		o, err := parseRstreamArgs([]string{"-T", opt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rstreamRun{o: &o}
+		if r.config(rsPhase{}).BusyPoll {
+			t.Errorf("-T %s: BusyPoll, want blocking calls", opt)
+		}
+	}
+	o, err := parseRstreamArgs([]string{"-T", "b", "-T", "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := (rstreamRun{o: &o}); !r.config(rsPhase{}).BusyPoll {
+		t.Error("-T b -T n: blocking, want BusyPoll (the last one wins)")
 	}
 }
 

@@ -211,25 +211,26 @@ type DialFunc func(ctx context.Context, network, address string) (net.Conn, erro
 
 // NewClientConn returns a gRPC client connection to addr whose
 // transport connections come from dial, with the raw codec as every
-// call's content subtype. It connects on the first call.
-func NewClientConn(addr string, dial DialFunc) (*grpc.ClientConn, error) {
-	return grpc.NewClient("passthrough:///"+addr,
+// call's content subtype, and opts. It connects on the first call.
+func NewClientConn(addr string, dial DialFunc, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	opts = append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			return dial(ctx, "tcp", a)
 		}),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.CallContentSubtype(codecName)),
-	)
+	}, opts...)
+	return grpc.NewClient("passthrough:///"+addr, opts...)
 }
 
 // DialRDMA returns a gRPC client connection to addr over rsockets, from
-// the local address bind (nil lets the route choose).
-func DialRDMA(addr string, bind net.IP) (*grpc.ClientConn, error) {
+// the local address bind (nil lets the route choose), with opts.
+func DialRDMA(addr string, bind net.IP, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	d := &rsocket.Dialer{}
 	if bind != nil {
 		d.LocalAddr = &net.TCPAddr{IP: bind}
 	}
-	return NewClientConn(addr, d.DialContext)
+	return NewClientConn(addr, d.DialContext, opts...)
 }
 
 // UnarySizes returns n payload sizes spread evenly on a log scale from
@@ -376,9 +377,11 @@ func serve(ctx context.Context, addr string) error {
 	return nil
 }
 
-// runClient runs the unary and streaming checks against addr.
+// runClient runs the unary and streaming checks against addr. Its calls
+// wait for the server to come up (within the minute it gives itself),
+// so that the two may be started together.
 func runClient(ctx context.Context, addr string, bind net.IP) error {
-	cc, err := DialRDMA(addr, bind)
+	cc, err := DialRDMA(addr, bind, grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 	if err != nil {
 		return err
 	}
