@@ -36,7 +36,7 @@ var allowed = map[string][]string{
 	"uverbs/internal/mlx5":     {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
 	"rdmacm":                   {"uverbs", "mmio", "internal/"},
 	"rpma":                     {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
-	"rsocket":                  {"rdmacm", "uverbs", "internal/sys"},
+	"rsocket":                  {"rdmacm", "uverbs", "spin", "internal/sys"},
 	"rpma/examples":            {"rpma/examples/", "internal/", "testenv"},
 	"rpma/examples/":           {"rpma", "uverbs", "mmio", "rpma/examples/"},
 	"spin":                     {"internal/cycles"},
