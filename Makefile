@@ -107,12 +107,14 @@ test: deps lint unit fuzz emptyroot vmtest-all
 
 # perftest's C tools and purerdma bench side by side (scripts/bench), then
 # C librpma and the rpma package (scripts/bench-rpma, in a boot of its
-# own: each takes 15-35 minutes), per kernel; docs/performance.md has the
+# own: each takes 15-35 minutes), then C rstream and purerdma rstream
+# (scripts/bench-rsocket), per kernel; docs/performance.md has the
 # method and results.
 bench: deps tools
 	@set -e; for k in $(KERNELS); do \
 	  $(BIN)/rxevm -kernel $$k -timeout 20m -- $(CURDIR)/scripts/bench; \
 	  $(BIN)/rxevm -kernel $$k -timeout 60m -- $(CURDIR)/scripts/bench-rpma; \
+	  $(BIN)/rxevm -kernel $$k -timeout 30m -- $(CURDIR)/scripts/bench-rsocket; \
 	done
 
 # The demo's C librpma peer (the one make bench uses), built on the host:
