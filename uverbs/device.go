@@ -105,13 +105,45 @@ func DeviceByName(name string) (Device, error) {
 			return d, nil
 		}
 	}
-	return Device{}, &notFoundError{name: name}
+	_, statErr := os.Stat(filepath.Join(sysfsRoot, "class", "infiniband_verbs"))
+	return Device{}, &notFoundError{name: name, present: devs, noClass: errors.Is(statErr, fs.ErrNotExist)}
 }
 
-type notFoundError struct{ name string }
+// notFoundError names the device asked for and says what there is
+// instead: the devices present with their network devices, or why there
+// are none.
+type notFoundError struct {
+	name    string
+	present []Device
+	noClass bool // no /sys/class/infiniband_verbs at all
+}
 
 func (e *notFoundError) Error() string {
-	return "uverbs: no RDMA device named " + strconv.Quote(e.name)
+	s := "uverbs: no RDMA device named " + strconv.Quote(e.name)
+	switch {
+	case len(e.present) > 0:
+		var b strings.Builder
+		for i, d := range e.present {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(d.Name)
+			var nds []string
+			for _, p := range d.Ports {
+				if p.Netdev != "" {
+					nds = append(nds, p.Netdev)
+				}
+			}
+			if len(nds) > 0 {
+				b.WriteString(" (netdev " + strings.Join(nds, ", ") + ")")
+			}
+		}
+		return s + "; the devices present are " + b.String()
+	case e.noClass:
+		return s + ": there is no RDMA device, and no /sys/class/infiniband_verbs: the kernel has no ib_uverbs (load it, and an RDMA driver such as rdma_rxe or mlx5_ib)"
+	default:
+		return s + ": there is no RDMA device (ib_uverbs is loaded; no driver has registered a device: for soft-RoCE, `rdma link add rxe0 type rxe netdev eth0`)"
+	}
 }
 func (e *notFoundError) Is(target error) bool { return target == fs.ErrNotExist }
 

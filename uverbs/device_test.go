@@ -295,12 +295,28 @@ func TestDeviceByName(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), `"rxe7"`) {
 		t.Errorf("error %q does not name the device", err)
 	}
+	// It lists what is there, with the network devices.
+	if err == nil {
+		t.Fatal("DeviceByName(rxe7) found a device")
+	}
+	if !strings.Contains(err.Error(), "the devices present are ") || !strings.Contains(err.Error(), "rxe0 (netdev veth0)") {
+		t.Errorf("error %q does not list the devices present with their netdevs", err)
+	}
 }
 
 func TestDeviceByNameNoRDMA(t *testing.T) {
 	fakeSysfs(t, nil)
-	if _, err := DeviceByName("rxe0"); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("DeviceByName error = %v, want os.ErrNotExist", err)
+	_, err := DeviceByName("rxe0")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("DeviceByName error = %v, want os.ErrNotExist", err)
+	}
+	if !strings.Contains(err.Error(), "no /sys/class/infiniband_verbs") || !strings.Contains(err.Error(), "ib_uverbs") {
+		t.Errorf("error %q does not say that the kernel has no uverbs", err)
+	}
+	// The class without devices: the driver is what is missing.
+	fakeSysfs(t, map[string]string{verbsABI: "6\n"})
+	if _, err := DeviceByName("rxe0"); err == nil || !strings.Contains(err.Error(), "no driver has registered a device") {
+		t.Errorf("with uverbs and no device: %v", err)
 	}
 }
 
