@@ -59,6 +59,23 @@ func (e *EventError) Error() string {
 	if e.Op != "" {
 		b.WriteString(e.Op + ": ")
 	}
+	if e.noListener() {
+		// The port has no listener: say so, keeping the event's words.
+		dst := "the address"
+		if e.Event.ID != nil {
+			if a, err := e.Event.ID.RemoteAddr(); err == nil && a.IsValid() {
+				dst = a.String()
+			}
+		}
+		b.WriteString("connection refused: nothing listens on " + dst + " (" + e.Event.Type.String())
+		if e.Event.Type == EventRejected {
+			b.WriteString(", reason " + e.Event.RejectReason().String())
+		} else {
+			b.WriteString(", SIDR status " + strconv.Itoa(e.Event.Status))
+		}
+		b.WriteString(")")
+		return b.String()
+	}
 	b.WriteString(e.Event.Type.String())
 	if e.Op != "" && e.Want != e.Event.Type {
 		b.WriteString(" instead of " + e.Want.String())
@@ -71,6 +88,14 @@ func (e *EventError) Error() string {
 		b.WriteString(": " + ucma.Errno(errno).Error())
 	}
 	return b.String()
+}
+
+// noListener reports a refusal that means no one listens on the port:
+// an RC reject for an unknown service id, or a UD SIDR reply of status 1
+// (IB_SIDR_UNSUPPORTED).
+func (e *EventError) noListener() bool {
+	return (e.Event.Type == EventRejected && e.Event.RejectReason() == RejectInvalidServiceID) ||
+		(e.Event.Type == EventUnreachable && e.Event.Status == 1)
 }
 
 // Unwrap returns ErrRejected and ECONNREFUSED when the peer refused (see

@@ -370,7 +370,7 @@ func TestPingErrors(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := runContext(ctx, []string{"ping", "-c", "-a", rpServerAddr, "-I", rpClientAddr, "-p", port, "-C", "1"}, &stdout, &stderr)
 		want := "purerdma: ping: connect to " + rpServerAddr + ":" + port + ": connection refused, no server listens there: " +
-			"rdmacm: connect: REJECTED instead of ESTABLISHED (reason INVALID_SERVICE_ID)\n"
+			"rdmacm: connect: connection refused: nothing listens on " + rpServerAddr + ":" + port + " (REJECTED, reason INVALID_SERVICE_ID)\n"
 		if code != 1 || stdout.Len() != 0 || stderr.String() != want {
 			t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing and %q", code, stdout.String(), stderr.String(), want)
 		}
