@@ -82,21 +82,30 @@ func (r rpResult) String() string {
 // belong to and where its result arrives.
 func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-chan rpResult) {
 	t.Helper()
+	return startEnd(t, ctx, "ping", rping, e.c, e.args, e)
+}
+
+// startEnd starts one end of an interop run under ctx: this command's
+// goCmd in the test process, or (with c) the C tool at path. It returns
+// the pid the end's rdma_cm IDs belong to and where its result arrives;
+// name describes the end in a failure.
+func startEnd(t *testing.T, ctx context.Context, goCmd, path string, c bool, args []string, name fmt.Stringer) (int, <-chan rpResult) {
+	t.Helper()
 	done := make(chan rpResult, 1)
-	if !e.c {
+	if !c {
 		go func() {
 			var stdout, stderr bytes.Buffer
-			code := runContext(ctx, append([]string{"ping"}, e.args...), &stdout, &stderr)
+			code := runContext(ctx, append([]string{goCmd}, args...), &stdout, &stderr)
 			done <- rpResult{code, stdout.String(), stderr.String()}
 		}()
 		return os.Getpid(), done
 	}
-	cmd := exec.CommandContext(ctx, rping, e.args...)
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", e, err)
+		t.Fatalf("start %v: %v", name, err)
 	}
 	go func() {
 		code := exitCode(cmd.Wait(), &stderr)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -379,27 +378,7 @@ func (e rsEnd) String() string {
 // result arrives.
 func rsStart(t *testing.T, ctx context.Context, rstream string, e rsEnd) (int, <-chan rpResult) {
 	t.Helper()
-	done := make(chan rpResult, 1)
-	if !e.c {
-		go func() {
-			var stdout, stderr bytes.Buffer
-			code := runContext(ctx, append([]string{"rstream"}, e.args...), &stdout, &stderr)
-			done <- rpResult{code, stdout.String(), stderr.String()}
-		}()
-		return os.Getpid(), done
-	}
-	cmd := exec.CommandContext(ctx, rstream, e.args...)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", e, err)
-	}
-	go func() {
-		code := exitCode(cmd.Wait(), &stderr)
-		done <- rpResult{code, stdout.String(), stderr.String()}
-	}()
-	return cmd.Process.Pid, done
+	return startEnd(t, ctx, "rstream", rstream, e.c, e.args, e)
 }
 
 // rsWaitFunc waits until the server started as pid listens on port; it
