@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -380,46 +378,8 @@ func (r *hostileLog) find(msg string) string {
 	return ""
 }
 
-var hostileBuild struct {
-	sync.Mutex
-	path string
-}
-
-// hostileBinary compiles testdata/hostile.c once per test binary, into
-// a temporary directory that outlives the tests (the VM that runs them
-// is thrown away), as rpma/examples' cross tests compile their C peer.
-// Missing gcc or headers fail the test in the VM, which promises them
-// (scripts/install-deps), and skip it elsewhere (cUnavailable).
+// hostileBinary is testdata/hostile.c, compiled once per test binary.
 func hostileBinary(t *testing.T) string {
 	t.Helper()
-	hostileBuild.Lock()
-	defer hostileBuild.Unlock()
-	if hostileBuild.path != "" {
-		return hostileBuild.path
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		cUnavailable(t, "gcc is not installed")
-	}
-	for _, h := range []string{"/usr/include/rdma/rdma_cma.h", "/usr/include/infiniband/verbs.h"} {
-		if _, err := os.Stat(h); err != nil {
-			cUnavailable(t, h+" is missing (librdmacm-dev, libibverbs-dev)")
-		}
-	}
-	dir, err := os.MkdirTemp("", "hostile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hostile")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	out, err := exec.CommandContext(ctx, gcc, "-O2", "-Wall", "-Werror", "-o", bin, "testdata/hostile.c",
-		"-lrdmacm", "-libverbs").CombinedOutput()
-	if err != nil {
-		t.Fatalf("compiling testdata/hostile.c: %v\n%s", err, out)
-	}
-	t.Logf("compiled testdata/hostile.c in %v", time.Since(start).Round(time.Millisecond))
-	hostileBuild.path = bin
-	return bin
+	return buildC(t, "hostile", []string{"/usr/include/rdma/rdma_cma.h", "/usr/include/infiniband/verbs.h"}, "-lrdmacm", "-libverbs")
 }

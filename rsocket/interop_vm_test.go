@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -21,42 +20,58 @@ import (
 	"github.com/purerdma/rdma/testenv"
 )
 
-// The C peer of the interop tests, testdata/rsecho.c, built once per
-// test binary against Debian's librdmacm (its rsocket API).
-var rsecho struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
+// cBuilt holds the C peers under testdata/ compiled so far, by name:
+// each is compiled once per test binary against Debian's rdma-core, into
+// a temporary directory that outlives the tests (the VM that runs them
+// is thrown away).
+var cBuilt struct {
+	sync.Mutex
+	path map[string]string
 }
 
-func buildRSEcho(t *testing.T) string {
+// buildC compiles testdata/NAME.c with libs. Missing gcc or headers fail
+// the test in the VM, which promises them (scripts/install-deps), and
+// skip it elsewhere.
+func buildC(t *testing.T, name string, headers []string, libs ...string) string {
 	t.Helper()
+	cBuilt.Lock()
+	defer cBuilt.Unlock()
+	if p := cBuilt.path[name]; p != "" {
+		return p
+	}
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		cUnavailable(t, "gcc is not installed")
 	}
-	if _, err := os.Stat("/usr/include/rdma/rsocket.h"); err != nil {
-		cUnavailable(t, "/usr/include/rdma/rsocket.h is missing (librdmacm-dev)")
-	}
-	rsecho.once.Do(func() {
-		rsecho.dir, rsecho.err = os.MkdirTemp("", "rsecho")
-		if rsecho.err != nil {
-			return
+	for _, h := range headers {
+		if _, err := os.Stat(h); err != nil {
+			cUnavailable(t, h+" is missing (librdmacm-dev, libibverbs-dev)")
 		}
-		rsecho.path = filepath.Join(rsecho.dir, "rsecho")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, gcc, "-O2", "-Wall", "-Werror", "-o", rsecho.path,
-			"testdata/rsecho.c", "-lrdmacm").CombinedOutput()
-		if err != nil {
-			rsecho.err = errors.New("compiling testdata/rsecho.c: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if rsecho.err != nil {
-		t.Fatal(rsecho.err)
 	}
-	return rsecho.path
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	args := append([]string{"-O2", "-Wall", "-Werror", "-o", bin, "testdata/" + name + ".c"}, libs...)
+	if out, err := exec.CommandContext(ctx, gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("compiling testdata/%s.c: %v\n%s", name, err, out)
+	}
+	t.Logf("compiled testdata/%s.c in %v", name, time.Since(start).Round(time.Millisecond))
+	if cBuilt.path == nil {
+		cBuilt.path = map[string]string{}
+	}
+	cBuilt.path[name] = bin
+	return bin
+}
+
+// buildRSEcho is testdata/rsecho.c, the interop tests' C peer (the
+// rsocket API of librdmacm).
+func buildRSEcho(t *testing.T) string {
+	return buildC(t, "rsecho", []string{"/usr/include/rdma/rsocket.h"}, "-lrdmacm")
 }
 
 func cUnavailable(t *testing.T, why string) {
