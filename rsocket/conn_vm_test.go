@@ -41,21 +41,7 @@ func TestEcho(t *testing.T) {
 		for i := range msg {
 			msg[i] = byte(rng.Uint32())
 		}
-		werr := make(chan error, 1)
-		go func() {
-			_, err := c.Write(msg)
-			werr <- err
-		}()
-		got := make([]byte, n)
-		if _, err := io.ReadFull(c, got); err != nil {
-			t.Fatalf("%d bytes: read back: %v", n, err)
-		}
-		if err := <-werr; err != nil {
-			t.Fatalf("%d bytes: write: %v", n, err)
-		}
-		if !bytes.Equal(got, msg) {
-			t.Fatalf("%d bytes: the echo differs", n)
-		}
+		echoed(t, c, msg, "")
 	}
 	if err := c.CloseWrite(); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,10 @@
 package rsocket_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -77,5 +79,28 @@ func pair(t testing.TB, cfg rsocket.Config) (client, server *rsocket.Conn) {
 func closeConn(t testing.TB, c *rsocket.Conn) {
 	if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Close: %v", err)
+	}
+}
+
+// echoed writes msg to c (from another goroutine, so that a message
+// larger than the buffers cannot deadlock) and reads the peer's echo of
+// it back, failing t unless it is the same bytes; peer is the peer's
+// output for the failure message.
+func echoed(t testing.TB, c *rsocket.Conn, msg []byte, peer string) {
+	t.Helper()
+	werr := make(chan error, 1)
+	go func() {
+		_, err := c.Write(msg)
+		werr <- err
+	}()
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("%d bytes: read back: %v\n%s", len(msg), err, peer)
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("%d bytes: write: %v", len(msg), err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("%d bytes: the echo differs", len(msg))
 	}
 }

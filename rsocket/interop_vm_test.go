@@ -217,21 +217,7 @@ func TestInteropCServer(t *testing.T) {
 		for i := range msg {
 			msg[i], seed = seed, seed+1
 		}
-		werr := make(chan error, 1)
-		go func() {
-			_, err := c.Write(msg)
-			werr <- err
-		}()
-		got := make([]byte, n)
-		if _, err := io.ReadFull(c, got); err != nil {
-			t.Fatalf("%d bytes: read back: %v\n%s", n, err, srv.output())
-		}
-		if err := <-werr; err != nil {
-			t.Fatalf("%d bytes: write: %v", n, err)
-		}
-		if !bytes.Equal(got, msg) {
-			t.Fatalf("%d bytes: the echo differs", n)
-		}
+		echoed(t, c, msg, srv.output())
 		total += n
 	}
 	if err := c.CloseWrite(); err != nil {
