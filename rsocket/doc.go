@@ -1,7 +1,8 @@
 // Package rsocket is Go's net.Conn and net.Listener over RDMA, speaking
 // librdmacm's rsockets protocol: a Go server serves C rsocket clients
-// (rstream, riostream, rcopy, programs under librspreload.so) and a Go
-// client reaches C rsocket servers, with no cgo and no librdmacm.
+// (rstream, programs under librspreload.so) and a Go client reaches C
+// rsocket servers, with no cgo and no librdmacm. riostream's iomap is
+// not spoken (docs/rsocket.md).
 //
 // A program that takes a net.Listener or a dial function moves onto
 // RDMA by changing one line:
@@ -26,9 +27,11 @@
 //
 // # Semantics
 //
-// Conn has net.Conn's semantics: Read and Write block in the Go
-// runtime's poller on the connection's completion channel (no thread is
-// held and no goroutine spins); deadlines end them with
+// Conn has net.Conn's semantics: Read and Write poll the completion
+// queue briefly (Config.PollTime, or until they can go on with
+// Config.BusyPoll), then block in the Go runtime's poller on the
+// connection's completion channel (no thread is held and no goroutine
+// spins); deadlines end them with
 // os.ErrDeadlineExceeded, and a new deadline or Close wakes them at
 // once; Close ends them with net.ErrClosed. CloseWrite is rsockets'
 // SHUTDOWN: the peer reads io.EOF. A peer that disconnects without
