@@ -39,6 +39,11 @@ type Config struct {
 	// goroutine (paced by spin.Waiter, so the Go scheduler is not
 	// starved). Deadlines and Close work as when blocking.
 	BusyPoll bool
+	// IOMapSize is how many mappings (Conn.IOMap) the peer may offer
+	// this side for IOWrite (RDMA_IOMAPSIZE, iomap_size: none by
+	// default); a negative value asks for none. Sizes above 128 are
+	// rounded down to a multiple of 256, as C does; at most 32512.
+	IOMapSize int
 }
 
 // C's built-in defaults (rsocket.c).
@@ -55,7 +60,7 @@ const ConfigDir = "/etc/rdma/rsocket"
 
 // DefaultConfig returns C rsockets' defaults, with the values of
 // ConfigDir's files (sqsize_default, rqsize_default, mem_default,
-// wmem_default, inline_default) where they exist, as librdmacm reads
+// wmem_default, inline_default, iomap_size) where they exist, as librdmacm reads
 // them. A file that does not hold a number is an error naming it.
 func DefaultConfig() (Config, error) {
 	return readConfig(ConfigDir)
@@ -73,6 +78,7 @@ func readConfig(dir string) (Config, error) {
 		{"mem_default", &c.RecvBuffer, 1 << 31},
 		{"wmem_default", &c.SendBuffer, 1 << 31},
 		{"inline_default", &c.Inline, 0xFFFF},
+		{"iomap_size", &c.IOMapSize, maxIOMap},
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, f.name))
 		if os.IsNotExist(err) {
@@ -98,7 +104,7 @@ func readConfig(dir string) (Config, error) {
 // resolved fills the zero fields of c from defaults and checks the rest.
 func (c Config) resolved() (Config, error) {
 	var d Config
-	if c.SendQueue == 0 || c.RecvQueue == 0 || c.SendBuffer == 0 || c.RecvBuffer == 0 || c.Inline == 0 {
+	if c.SendQueue == 0 || c.RecvQueue == 0 || c.SendBuffer == 0 || c.RecvBuffer == 0 || c.Inline == 0 || c.IOMapSize == 0 {
 		var err error
 		if d, err = DefaultConfig(); err != nil {
 			return c, err
@@ -114,6 +120,7 @@ func (c Config) resolved() (Config, error) {
 	set(&c.SendBuffer, d.SendBuffer)
 	set(&c.RecvBuffer, d.RecvBuffer)
 	set(&c.Inline, d.Inline)
+	set(&c.IOMapSize, d.IOMapSize)
 	if c.PollTime == 0 {
 		c.PollTime = defPoll
 	}
@@ -129,7 +136,11 @@ func (c Config) resolved() (Config, error) {
 		return c, fmt.Errorf("rsocket: config: RecvBuffer %d: 2 bytes to 1 GiB", c.RecvBuffer)
 	case c.SendBuffer > 1<<30:
 		return c, fmt.Errorf("rsocket: config: SendBuffer %d: at most 1 GiB", c.SendBuffer)
+	case c.IOMapSize > maxIOMap:
+		return c, fmt.Errorf("rsocket: config: IOMapSize %d: at most %d", c.IOMapSize, maxIOMap)
 	}
+	c.IOMapSize = max(c.IOMapSize, 0)
+	c.IOMapSize = scaleToValue(valueToScale(c.IOMapSize))
 	c.RecvBuffer &^= 1 // used in halves
 	return c, nil
 }

@@ -46,6 +46,7 @@ type Conn struct {
 	wspin       *spin.Waiter
 	sbuf, ctrl  []byte // views of buf
 	tgt, rbuf   []byte
+	iotab       []byte // view of buf: the table the peer writes its mappings into (ioMapLen each)
 
 	rmu sync.Mutex // one Read at a time
 	wmu sync.Mutex // one Write at a time
@@ -80,8 +81,15 @@ type Conn struct {
 	remoteSGE int    // remote_sge: the peer's target SGL entry written next
 	remoteSGL sge    // remote_sgl
 	granted   int    // bytes of rbuf the peer may write and has not reported
-	rcvSeq    uint16 // data messages received
+	rcvSeq    uint16 // data and iomap messages received
 	rcvLimit  uint16 // the credit limit last granted: rcvSeq may not pass it
+
+	// iomap: the peer's mappings (what its IOMAP_SGL messages
+	// announced, by index; Length 0 is none) and this side's (by index
+	// in the peer's table, whose size the peer advertised).
+	peerMaps  []ioMapping
+	maps      []*ioMap
+	peerIOTab sge // remote_iomap: the peer's table (Length: entries)
 
 	// Waiting: one goroutine waits on the completion channel, the others
 	// on wake, which it closes (and replaces) when it has polled.
@@ -95,6 +103,14 @@ type Conn struct {
 	ssgl [2]uverbs.SGE
 	rwr  uverbs.RecvWR
 	wcs  [32]uverbs.WorkCompletion
+}
+
+// ioMap is one of this side's mappings (riomap): memory the peer may
+// write with IOWrite.
+type ioMap struct {
+	mr     *uverbs.MR
+	buf    []byte
+	offset uint64
 }
 
 // state is the connection's state word.
@@ -199,19 +215,22 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	// SGL, the receive ring (each part 64-byte aligned).
 	ctrlOff := align(c.sbufSize, 64)
 	tgtOff := ctrlOff + ctrlSlots*sgeLen
-	rOff := align(tgtOff+sglSize*sgeLen, 64)
+	ioOff := tgtOff + sglSize*sgeLen
+	rOff := align(ioOff+cfg.IOMapSize*ioMapLen, 64)
 	if c.buf, err = uverbs.AllocBuffer(rOff + c.rbufSize); err != nil {
 		return nil, err
 	}
 	b := c.buf.Bytes()
 	c.sbuf, c.ctrl = b[:c.sbufSize], b[ctrlOff:tgtOff]
-	c.tgt, c.rbuf = b[tgtOff:tgtOff+sglSize*sgeLen], b[rOff:rOff+c.rbufSize]
+	c.tgt, c.rbuf = b[tgtOff:ioOff], b[rOff:rOff+c.rbufSize]
+	c.iotab = b[ioOff : ioOff+cfg.IOMapSize*ioMapLen]
+	c.peerMaps = make([]ioMapping, cfg.IOMapSize)
 	pd := id.PD()
 	if c.smr, err = pd.RegMR(b[:tgtOff], 0); err != nil {
 		return nil, err
 	}
 	remote := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
-	if c.tmr, err = pd.RegMR(c.tgt, remote); err != nil {
+	if c.tmr, err = pd.RegMR(b[tgtOff:ioOff+len(c.iotab)], remote); err != nil {
 		return nil, err
 	}
 	if c.rmr, err = pd.RegMR(c.rbuf, remote); err != nil {
@@ -247,11 +266,12 @@ func align(n, a int) int { return (n + a - 1) &^ (a - 1) }
 // localData is this side's connect data.
 func (c *Conn) localData() []byte {
 	d := connData{
-		Version:   1,
-		Flags:     flagIOMap, // as C: it understands the field, and offers no iomap
-		Credits:   uint16(c.rq),
-		TargetSGL: sge{Addr: c.tmr.Addr(), Key: c.tmr.RKey(), Length: sglSize},
-		DataBuf:   sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Length: uint32(c.rbufSize / 2)},
+		Version:         1,
+		Flags:           flagIOMap, // as C: the iomap table follows the target SGL
+		Credits:         uint16(c.rq),
+		TargetIOMapSize: valueToScale(len(c.peerMaps)),
+		TargetSGL:       sge{Addr: c.tmr.Addr(), Key: c.tmr.RKey(), Length: sglSize},
+		DataBuf:         sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Length: uint32(c.rbufSize / 2)},
 	}
 	if hostBigEndian {
 		d.Flags |= flagNet
@@ -272,6 +292,12 @@ func (c *Conn) start(peer connData) error {
 	c.setTarget(0, peer.DataBuf)
 	c.sseqComp = peer.Credits
 	c.peerCredits = peer.Credits
+	if peer.Flags&flagIOMap != 0 {
+		n := scaleToValue(peer.TargetIOMapSize)
+		c.peerIOTab = sge{Addr: peer.TargetSGL.Addr + uint64(peer.TargetSGL.Length)*sgeLen, Key: peer.TargetSGL.Key,
+			Length: uint32(n)}
+		c.maps = make([]*ioMap, n)
+	}
 	c.st = state{readable: true, writable: true, connected: true}
 	if a, err := c.id.LocalAddr(); err == nil {
 		c.laddr = net.TCPAddrFromAddrPort(a)
@@ -378,6 +404,9 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 		switch msgOp(m) {
 		case opSGL, opCtrl:
 			c.ctrlMax++
+		case opIOMapSG:
+			c.sqeAvail++
+			c.sbufAvail += ioMapLen
 		default:
 			c.sqeAvail++
 			c.sbufAvail += int(msgData(m))
@@ -442,7 +471,24 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 			c.violation(fmt.Sprintf("control message %d", data))
 		}
 	case opIOMapSG:
-		c.violation("an iomap update, though no iomap was offered")
+		switch {
+		case len(c.peerMaps) == 0:
+			c.violation("an iomap entry, though no iomap was offered")
+			return 1
+		case int(data) >= len(c.peerMaps):
+			c.violation(fmt.Sprintf("an iomap entry at index %d of a table of %d", data, len(c.peerMaps)))
+			return 1
+		case c.rcvSeq == c.rcvLimit:
+			c.violation(fmt.Sprintf("iomap message %d past the credit limit %d granted", c.rcvSeq+1, c.rcvLimit))
+			return 1
+		}
+		c.rcvSeq++ // it took one of the sender's credits
+		m := getIOMap(c.iotab[int(data)*ioMapLen:], binary.NativeEndian)
+		if m.Length > 0 && m.Offset+uint64(m.Length-1) < m.Offset {
+			c.violation(fmt.Sprintf("iomap entry %d: offset %#x and length %d pass 2^64", data, m.Offset, m.Length))
+			return 1
+		}
+		c.peerMaps[data] = m
 	default:
 		c.violation(fmt.Sprintf("message opcode %d", op))
 	}
@@ -744,22 +790,7 @@ func (c *Conn) writeErr() error {
 // current target half with a DATA message (rs_write_data).
 func (c *Conn) postData(b []byte, tgt sge) error {
 	x := len(b)
-	nsge := 1
-	if end := c.sbufSize - c.sOff; x <= end {
-		copy(c.sbuf[c.sOff:], b)
-		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sOff), Length: uint32(x), LKey: c.smr.LKey()}
-		c.sOff += x
-	} else {
-		copy(c.sbuf[c.sOff:], b[:end])
-		copy(c.sbuf, b[end:])
-		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sOff), Length: uint32(end), LKey: c.smr.LKey()}
-		c.ssgl[1] = uverbs.SGE{Addr: c.smr.Addr(), Length: uint32(x - end), LKey: c.smr.LKey()}
-		c.sOff = x - end
-		nsge = 2
-	}
-	if c.sOff == c.sbufSize {
-		c.sOff = 0
-	}
+	nsge := c.toRing(b)
 	c.sseqNo++
 	c.sqeAvail--
 	c.sbufAvail -= x
@@ -777,6 +808,29 @@ func (c *Conn) postData(b []byte, tgt sge) error {
 		c.swr.Flags = uverbs.SendInline
 	}
 	return c.qp.PostSend(&c.swr)
+}
+
+// toRing copies b into the send ring at its head and points ssgl at it;
+// it returns how many of ssgl's entries it used (2 when b wraps).
+func (c *Conn) toRing(b []byte) int {
+	x := len(b)
+	nsge := 1
+	if end := c.sbufSize - c.sOff; x <= end {
+		copy(c.sbuf[c.sOff:], b)
+		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sOff), Length: uint32(x), LKey: c.smr.LKey()}
+		c.sOff += x
+	} else {
+		copy(c.sbuf[c.sOff:], b[:end])
+		copy(c.sbuf, b[end:])
+		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sOff), Length: uint32(end), LKey: c.smr.LKey()}
+		c.ssgl[1] = uverbs.SGE{Addr: c.smr.Addr(), Length: uint32(x - end), LKey: c.smr.LKey()}
+		c.sOff = x - end
+		nsge = 2
+	}
+	if c.sOff == c.sbufSize {
+		c.sOff = 0
+	}
+	return nsge
 }
 
 // CloseWrite shuts down the writing side (rshutdown SHUT_WR): the peer
@@ -883,6 +937,12 @@ func (c *Conn) freeVerbs() error {
 			errs = append(errs, err)
 		}
 		c.qp = nil
+	}
+	for i, m := range c.maps {
+		if m != nil {
+			closeIt(m.mr)
+			c.maps[i] = nil
+		}
 	}
 	for _, mr := range []*uverbs.MR{c.rmr, c.tmr, c.smr} {
 		if mr != nil {

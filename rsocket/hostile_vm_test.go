@@ -58,6 +58,7 @@ var hostileModes = []struct {
 	{mode: "opcode5", kind: hostileData},
 	{mode: "ctrl9", kind: hostileData},
 	{mode: "iomap", kind: hostileData},
+	{mode: "iomapwrap", kind: hostileData},
 	{mode: "noimm", kind: hostileData},
 	{mode: "badversion", kind: hostileConnect, refused: "version 2"},
 	// The CM pads private data with zeros (56 bytes reach the
@@ -86,7 +87,8 @@ func TestHostilePeer(t *testing.T) {
 	ctx := testContext(t)
 
 	logs := &hostileLog{}
-	lc := rsocket.ListenConfig{Logger: slog.New(logs)}
+	// An iomap table of one entry, for the iomap modes.
+	lc := rsocket.ListenConfig{Logger: slog.New(logs), Config: rsocket.Config{IOMapSize: 1}}
 	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(serverHost, "0"))
 	if err != nil {
 		t.Fatalf("Listen: %v", err)

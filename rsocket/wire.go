@@ -12,9 +12,9 @@ import (
 // Message opcodes: the top three bits of every immediate.
 const (
 	opData    = 0 // DATA: bytes written into the receiver's buffer
-	opWrite   = 2 // never transmitted (iomap writes carry no immediate)
+	opWrite   = 2 // never transmitted: a send's id for an iomap write (it has no immediate)
 	opSGL     = 4 // credit update, with or without a new buffer half
-	opIOMapSG = 6 // iomap entry written (we advertise no iomap)
+	opIOMapSG = 6 // iomap entry written into the receiver's iomap table: its index
 	opCtrl    = 7 // control: ctrlDisconnect, ctrlKeepalive, ctrlShutdown
 )
 
@@ -145,4 +145,41 @@ func scaleToValue(v uint8) int {
 		return int(v)
 	}
 	return int(v&^128) << 8
+}
+
+// valueToScale is rs_value_to_scale(v, 8) for 0 <= v <= maxIOMap: exact
+// to 128, in units of 256 above.
+func valueToScale(v int) uint8 {
+	if v <= 128 {
+		return uint8(v)
+	}
+	return uint8(128 | v>>8)
+}
+
+// maxIOMap is the largest iomap table the 8-bit scaled size can name.
+const maxIOMap = 127 << 8
+
+// ioMapLen is struct rs_iomap: offset u64, then an rs_sge, in the
+// receiver's byte order.
+const ioMapLen = 8 + sgeLen
+
+// ioMapping is struct rs_iomap: the peer's memory at sge takes the
+// writes of offsets [Offset, Offset+Length).
+type ioMapping struct {
+	Offset uint64
+	sge
+}
+
+func getIOMap(b []byte, o binary.ByteOrder) ioMapping {
+	return ioMapping{Offset: o.Uint64(b), sge: getSGE(b[8:], o)}
+}
+
+func putIOMap(b []byte, m ioMapping, o binary.ByteOrder) {
+	o.PutUint64(b, m.Offset)
+	putSGE(b[8:], m.sge, o)
+}
+
+// covers reports whether offset off falls in m, with no overflow.
+func (m ioMapping) covers(off uint64) bool {
+	return off >= m.Offset && off-m.Offset < uint64(m.Length)
 }

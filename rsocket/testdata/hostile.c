@@ -26,7 +26,10 @@
  *   opcode1, opcode2, opcode3, opcode5
  *               a message with that (unknown) opcode
  *   ctrl9       CTRL with value 9
- *   iomap       IOMAP_SGL (the server offers no iomap)
+ *   iomap       IOMAP_SGL with an index one past the server's iomap table
+ *               (none, if it offers no iomap)
+ *   iomapwrap   an iomap entry whose offset and length pass 2^64, written
+ *               into entry 0 of the server's table with IOMAP_SGL 0
  *   noimm       a zero-length SEND without immediate data
  * Modes, connect data (the server must reject the connection):
  *   badversion  version 2
@@ -84,6 +87,7 @@ static struct sge *tsgl;	/* the target SGL the server writes into */
 
 static struct sge peer_tsgl, peer_buf;	/* from the server's connect data */
 static unsigned peer_credits;
+static unsigned peer_iomap;	/* entries of the server's iomap table */
 
 static int outstanding;		/* sends not completed */
 static int qp_failed;		/* an error completion */
@@ -414,8 +418,24 @@ static int misbehave(void)
 		post_msg(MSG(OP_CTRL, 9));
 		printf("ctrl9: sent CTRL 9 (imm %#x)\n", MSG(OP_CTRL, 9));
 	} else if (!strcmp(mode, "iomap")) {
-		post_msg(MSG(OP_IOMAP_SGL, 0));
-		printf("iomap: sent IOMAP_SGL 0 (imm %#x)\n", MSG(OP_IOMAP_SGL, 0));
+		post_msg(MSG(OP_IOMAP_SGL, peer_iomap));
+		printf("iomap: sent IOMAP_SGL %u (imm %#x) to a table of %u\n", peer_iomap,
+		       MSG(OP_IOMAP_SGL, peer_iomap), peer_iomap);
+	} else if (!strcmp(mode, "iomapwrap")) {
+		/* struct rs_iomap in the server's byte order (this host's) */
+		uint64_t off = ~0ULL - 7, addr = (uintptr_t) rbuf;
+		uint32_t key = rmr->rkey, len = 16;
+
+		if (peer_iomap == 0)
+			fail("the server offers no iomap");
+		memcpy(sbuf, &off, 8);
+		memcpy(sbuf + 8, &addr, 8);
+		memcpy(sbuf + 16, &key, 4);
+		memcpy(sbuf + 20, &len, 4);
+		post(IBV_WR_RDMA_WRITE_WITH_IMM, MSG(OP_IOMAP_SGL, 0), 0, 24,
+		     peer_tsgl.addr + 2 * 16, peer_tsgl.key);
+		printf("iomapwrap: wrote iomap entry 0: offset %#llx length %u\n",
+		       (unsigned long long) off, len);
 	} else if (!strcmp(mode, "noimm")) {
 		post(IBV_WR_SEND, 0, 0, 0, 0, 0);
 		printf("noimm: sent a zero-length SEND without immediate data\n");
@@ -548,6 +568,7 @@ int main(int argc, char **argv)
 	peer_credits = (pdata[2] << 8) | pdata[3];
 	peer_tsgl = get_sge(pdata + 8);
 	peer_buf = get_sge(pdata + 24);
+	peer_iomap = pdata[7] <= 128 ? pdata[7] : (pdata[7] & 0x7f) << 8;
 	if (peer_tsgl.length != 2 || peer_buf.length == 0 || peer_credits == 0)
 		fail("the server's connect data: credits %u, target_sgl.length %u, data_buf.length %u",
 		     peer_credits, peer_tsgl.length, peer_buf.length);
