@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/rsocket"
+	"github.com/purerdma/rdma/uverbs"
 )
 
 // rstream is rdma-core's rstream (librdmacm/examples/rstream.c, with
@@ -161,6 +162,8 @@ var rsSizes = []struct {
 
 // rsOptions are the command line of one run.
 type rsOptions struct {
+	tool      string // rstream or riostream
+	io        bool   // riostream: transfers by IOWrite into the peer's mapping
 	dst       string // -s: the server to connect to; "" serves
 	src       string // -b
 	format    string // -f: "name", "ip" or "ipv6"
@@ -183,16 +186,20 @@ type rsOptions struct {
 // ("s:b:f:B:i:I:C:S:p:k:T:"): every flag takes a value, attached (-S64)
 // or separate (-S 64); "--" ends the flags. Everything is checked here,
 // before any kernel call.
-func parseRstreamArgs(args []string) (rsOptions, error) {
-	o := rsOptions{format: "name", port: rsDefaultPort, size: rsDefaultSize, count: rsDefaultCount, iters: 1,
+func parseRstreamArgs(args []string) (rsOptions, error) { return parseStreamArgs("rstream", args) }
+
+// parseStreamArgs parses the command line of tool, rstream or
+// riostream (which has no -k and no -T s or r).
+func parseStreamArgs(tool string, args []string) (rsOptions, error) {
+	o := rsOptions{tool: tool, io: tool == "riostream", format: "name", port: rsDefaultPort, size: rsDefaultSize, count: rsDefaultCount, iters: 1,
 		inline: rsDefaultInline}
 	num := func(f byte, val string, lo, hi int) (int, error) {
 		n, err := strconv.Atoi(val)
 		if err != nil {
-			return 0, usageError("rstream: -%c %q: not a decimal number", f, val)
+			return 0, usageError("%s: -%c %q: not a decimal number", o.tool, f, val)
 		}
 		if n < lo || n > hi {
-			return 0, usageError("rstream: -%c %d: out of range (%d to %d)", f, n, lo, hi)
+			return 0, usageError("%s: -%c %d: out of range (%d to %d)", o.tool, f, n, lo, hi)
 		}
 		return n, nil
 	}
@@ -207,19 +214,23 @@ func parseRstreamArgs(args []string) (rsOptions, error) {
 			continue
 		case a == "--":
 			if i+1 < len(args) {
-				return o, usageError("rstream: unexpected argument %q", args[i+1])
+				return o, usageError("%s: unexpected argument %q", o.tool, args[i+1])
 			}
 			continue
 		case len(a) < 2 || a[0] != '-':
-			return o, usageError("rstream: unexpected argument %q (all arguments are flags)", a)
+			return o, usageError("%s: unexpected argument %q (all arguments are flags)", o.tool, a)
 		}
 		f, val := a[1], a[2:]
-		if strings.IndexByte("sbfBiICSpkT", f) < 0 {
-			return o, usageError("rstream: unknown flag -%c", f)
+		flags := "sbfBiICSpkT"
+		if o.io {
+			flags = "sbfBiICSpT"
+		}
+		if strings.IndexByte(flags, f) < 0 {
+			return o, usageError("%s: unknown flag -%c", o.tool, f)
 		}
 		if val == "" {
 			if i+1 == len(args) {
-				return o, usageError("rstream: -%c needs a value", f)
+				return o, usageError("%s: -%c needs a value", o.tool, f)
 			}
 			i++
 			val = args[i]
@@ -263,14 +274,14 @@ func parseRstreamArgs(args []string) (rsOptions, error) {
 	}
 	switch {
 	case seen['s'] && o.dst == "", seen['b'] && o.src == "":
-		return o, usageError("rstream: empty address")
+		return o, usageError("%s: empty address", o.tool)
 	case o.custom && int64(o.iters)*int64(o.count) > math.MaxInt64/(2*int64(o.size)):
-		return o, usageError("rstream: -S %d -C %d -I %d: more bytes than a 64-bit count holds", o.size, o.count, o.iters)
+		return o, usageError("%s: -S %d -C %d -I %d: more bytes than a 64-bit count holds", o.tool, o.size, o.count, o.iters)
 	}
 	if o.format != "name" {
 		for _, s := range []struct{ flag, addr string }{{"-s", o.dst}, {"-b", o.src}} {
 			if _, err := netip.ParseAddr(s.addr); s.addr != "" && err != nil {
-				return o, usageError("rstream: %s %q: not a numeric address (-f %s)", s.flag, s.addr, o.format)
+				return o, usageError("%s: %s %q: not a numeric address (-f %s)", o.tool, s.flag, s.addr, o.format)
 			}
 		}
 	}
@@ -284,9 +295,9 @@ func (o *rsOptions) setFormat(v string) error {
 		o.format = f
 		return nil
 	case "gid":
-		return usageError("rstream: -f gid: InfiniBand (AF_IB) addresses are not supported; give an IP address or a host name")
+		return usageError("%s: -f gid: InfiniBand (AF_IB) addresses are not supported; give an IP address or a host name", o.tool)
 	}
-	return usageError("rstream: -f %q: unknown address format (name, ip or ipv6)", v)
+	return usageError("%s: -f %q: unknown address format (name, ip or ipv6)", o.tool, v)
 }
 
 // setTestOption takes one -T value: one letter, or a word that the
@@ -303,6 +314,9 @@ func (o *rsOptions) setTestOption(v string) error {
 			}
 		}
 	}
+	if o.io && (opt == "s" || opt == "r" || opt == "f") {
+		return usageError("%s: -T %q: unknown test option (a, b, n, v)", o.tool, v)
+	}
 	switch opt {
 	case "s":
 		o.tcp = true
@@ -314,9 +328,9 @@ func (o *rsOptions) setTestOption(v string) error {
 		o.block = false
 	case "r": // see the help
 	case "f":
-		return usageError("rstream: -T %s: fork is not supported (a Go program cannot fork)", v)
+		return usageError("%s: -T %s: fork is not supported (a Go program cannot fork)", o.tool, v)
 	default:
-		return usageError("rstream: -T %q: unknown test option (s, a, b, n, r, v)", v)
+		return usageError("%s: -T %q: unknown test option (s, a, b, n, r, v)", o.tool, v)
 	}
 	return nil
 }
@@ -486,7 +500,12 @@ type rstreamRun struct {
 }
 
 func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseRstreamArgs(args)
+	return streamCmd(ctx, "rstream", args, stdout, stderr)
+}
+
+// streamCmd runs rstream or riostream.
+func streamCmd(ctx context.Context, tool string, args []string, stdout, stderr io.Writer) error {
+	o, err := parseStreamArgs(tool, args)
 	if err != nil {
 		return err
 	}
@@ -497,7 +516,7 @@ func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		// Without a device a server would wait for ever for a client
 		// it could not serve.
 		if err := checkCMDevices(); err != nil {
-			return fmt.Errorf("rstream: %w", err)
+			return fmt.Errorf("%s: %w", o.tool, err)
 		}
 	}
 	phases := rstreamPlan(&o)
@@ -507,14 +526,26 @@ func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			size = max(size, t.size)
 		}
 	}
-	r := &rstreamRun{o: &o, stdout: stdout, buf: make([]byte, size)}
+	r := &rstreamRun{o: &o, stdout: stdout}
+	if o.io {
+		// riostream's buffer is mapped for the peer's writes, and its
+		// last byte read with atomic loads: page-aligned memory.
+		b, err := uverbs.AllocBuffer(size + 4)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.tool, err)
+		}
+		defer b.Close()
+		r.buf = b.Bytes()[:size]
+	} else {
+		r.buf = make([]byte, size)
+	}
 	if o.dst != "" {
 		err = r.client(ctx, phases)
 	} else {
 		err = r.server(ctx, phases)
 	}
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("rstream: interrupted: %w", context.Cause(ctx))
+		return fmt.Errorf("%s: interrupted: %w", o.tool, context.Cause(ctx))
 	}
 	return err
 }
@@ -532,7 +563,11 @@ func (r *rstreamRun) config(p rsPhase) rsocket.Config {
 	if snd < 2048 {
 		snd = 4096
 	}
-	return rsocket.Config{SendBuffer: snd, RecvBuffer: 2 * b, Inline: p.inline, BusyPoll: !r.o.block}
+	cfg := rsocket.Config{SendBuffer: snd, RecvBuffer: 2 * b, Inline: p.inline, BusyPoll: !r.o.block}
+	if r.o.io {
+		cfg.IOMapSize = 1 // riostream's RDMA_IOMAPSIZE
+	}
+	return cfg
 }
 
 func (r *rstreamRun) transport() string {
@@ -548,7 +583,7 @@ func (r *rstreamRun) listen(ctx context.Context, p rsPhase) (rsListener, error) 
 		var lc net.ListenConfig
 		l, err := lc.Listen(ctx, "tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("rstream: %w", err)
+			return nil, fmt.Errorf("%s: %w", r.o.tool, err)
 		}
 		return rsTCPListener{l.(*net.TCPListener)}, nil
 	}
@@ -558,7 +593,7 @@ func (r *rstreamRun) listen(ctx context.Context, p rsPhase) (rsListener, error) 
 		if a, perr := netip.ParseAddr(r.o.src); perr == nil {
 			err = bindError(netip.AddrPortFrom(a.Unmap(), uint16(r.o.port)), err)
 		}
-		return nil, fmt.Errorf("rstream: %w", err)
+		return nil, fmt.Errorf("%s: %w", r.o.tool, err)
 	}
 	return rsRDMAListener{l}, nil
 }
@@ -571,7 +606,7 @@ func (r *rstreamRun) dial(ctx context.Context, p rsPhase) (net.Conn, error) {
 		if err != nil {
 			as, lerr := net.DefaultResolver.LookupNetIP(ctx, "ip", r.o.src)
 			if lerr != nil {
-				return nil, fmt.Errorf("rstream: -b %s: %w", r.o.src, lerr)
+				return nil, fmt.Errorf("%s: -b %s: %w", r.o.tool, r.o.src, lerr)
 			}
 			a = as[0]
 		}
@@ -593,7 +628,7 @@ func (r *rstreamRun) dial(ctx context.Context, p rsPhase) (net.Conn, error) {
 		c, err = d.DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("rstream: %w", err)
+		return nil, fmt.Errorf("%s: %w", r.o.tool, err)
 	}
 	return c, nil
 }
@@ -634,7 +669,7 @@ func (r *rstreamRun) server(ctx context.Context, phases []rsPhase) (err error) {
 	for i, p := range phases {
 		c, err := l.accept(ctx)
 		if err != nil {
-			return fmt.Errorf("rstream: accept: %w", err)
+			return fmt.Errorf("%s: accept: %w", r.o.tool, err)
 		}
 		// The next connection's settings, where they differ, take a
 		// listener of their own; it listens before this connection's
@@ -662,15 +697,19 @@ func (r *rstreamRun) server(ctx context.Context, phases []rsPhase) (err error) {
 func (r *rstreamRun) serve(ctx context.Context, c net.Conn, p rsPhase) (err error) {
 	defer func() {
 		if cerr := c.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("rstream: close: %w", cerr)
+			err = fmt.Errorf("%s: close: %w", r.o.tool, cerr)
 		}
 	}()
 	// An interrupt ends a blocked read or write at once.
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	for _, t := range p.tests {
-		if err := r.runTest(c, t); err != nil {
-			return fmt.Errorf("rstream: %s: %w", t.name, err)
+		run := r.runTest
+		if r.o.io {
+			run = func(c net.Conn, t rsTest) error { return r.runIOTest(ctx, c.(*rsocket.Conn), t) }
+		}
+		if err := run(c, t); err != nil {
+			return fmt.Errorf("%s: %s: %w", r.o.tool, t.name, err)
 		}
 	}
 	return nil

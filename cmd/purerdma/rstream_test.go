@@ -22,7 +22,7 @@ import (
 )
 
 // rsDefaults is the options of a command line without flags.
-var rsDefaults = rsOptions{format: "name", port: 7471, size: 1000, count: 1000, iters: 1, inline: 64}
+var rsDefaults = rsOptions{tool: "rstream", format: "name", port: 7471, size: 1000, count: 1000, iters: 1, inline: 64}
 
 func TestRstreamArgs(t *testing.T) {
 	with := func(f func(*rsOptions)) rsOptions {
@@ -364,6 +364,14 @@ const rsHeader = "name      bytes   xfers   iters   total       time     Gb/sec 
 type rsEnd struct {
 	c    bool
 	args []string
+	tool string // "" for rstream, or riostream
+}
+
+func (e rsEnd) name() string {
+	if e.tool == "" {
+		return "rstream"
+	}
+	return e.tool
 }
 
 func (e rsEnd) String() string {
@@ -371,14 +379,14 @@ func (e rsEnd) String() string {
 	if e.c {
 		n = "C"
 	}
-	return n + " rstream " + strings.Join(e.args, " ")
+	return n + " " + e.name() + " " + strings.Join(e.args, " ")
 }
 
 // rsStart starts one end under ctx and returns its pid and where its
 // result arrives.
 func rsStart(t *testing.T, ctx context.Context, rstream string, e rsEnd) (int, <-chan rpResult) {
 	t.Helper()
-	return startEnd(t, ctx, "rstream", rstream, e.c, e.args, e)
+	return startEnd(t, ctx, e.name(), rstream, e.c, e.args, e)
 }
 
 // rsWaitFunc waits until the server started as pid listens on port; it
@@ -393,7 +401,7 @@ func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration,
 	t.Helper()
 	rstream := ""
 	if server.c || client.c {
-		rstream = rpTool(t, "rstream")
+		rstream = rpTool(t, server.name())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
