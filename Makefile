@@ -75,6 +75,7 @@ RACETESTS := \
 	TestCloseDuringNext TestSharedContext TestRCConnect TestDisconnect TestTimewaitExit \
 	TestUDExchange TestEstablish TestDeviceRemoval \
 	TestReadWakesOnData TestReadCancel TestReadClose TestSecondWaiterBusy TestWaitAfterCancelledWait \
+	TestReadUntilInterrupt TestReadUntilClose \
 	TestConcurrentPublish TestConcurrentConnections Example \
 	TestNetConn TestDeadlines TestEcho TestKilledPeer
 empty :=

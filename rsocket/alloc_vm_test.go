@@ -10,9 +10,9 @@ import (
 )
 
 // TestAllocs: once a connection is warm, a Write that can go out at
-// once and a Read of data already received allocate nothing (a call
-// that has to wait for the peer parks in the runtime poller, which costs
-// a few allocations for its context; BenchmarkPingPong reports them).
+// once and a Read of data already received allocate nothing, and so
+// does a round trip whose Read waits for the peer (it parks in the
+// runtime poller on the completion channel), blocking and busy-polling.
 func TestAllocs(t *testing.T) {
 	c, s := pair(t, rsocket.Config{})
 	msg := bytes.Repeat([]byte{0x5a}, 64)
@@ -48,6 +48,43 @@ func TestAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("Read of 64 bytes received: %v allocations", n)
+	}
+}
+
+func TestAllocsWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  rsocket.Config
+	}{{"blocking", rsocket.Config{PollTime: -1}}, {"default", rsocket.Config{}}, {"busypoll", rsocket.Config{BusyPoll: true}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s := pair(t, tc.cfg)
+			go func() { // the echo: it waits in Read too
+				buf := make([]byte, 64)
+				for {
+					if _, err := io.ReadFull(s, buf); err != nil {
+						return
+					}
+					if _, err := s.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+			msg, buf := bytes.Repeat([]byte{0xa5}, 64), make([]byte, 64)
+			rt := func() {
+				if _, err := c.Write(msg); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := io.ReadFull(c, buf); err != nil || !bytes.Equal(buf, msg) {
+					t.Fatalf("echo: %v", err)
+				}
+			}
+			for range 50 { // warm: credits granted, timers and poller registered
+				rt()
+			}
+			if n := testing.AllocsPerRun(200, rt); n != 0 {
+				t.Errorf("64-byte round trip that waits: %v allocations", n)
+			}
+		})
 	}
 }
 

@@ -91,13 +91,14 @@ type Conn struct {
 	maps      []*ioMap
 	peerIOTab sge // remote_iomap: the peer's table (Length: entries)
 
-	// Waiting: one goroutine waits on the completion channel, the others
-	// on wake, which it closes (and replaces) when it has polled.
-	armed      bool
-	chWaiter   bool
-	waitCancel context.CancelFunc
-	wake       chan struct{}
-	rdl, wdl   time.Time
+	// Waiting: one goroutine waits on the completion channel (until its
+	// deadline, or an Interrupt), the others (followers) on wake, which
+	// is closed (and replaced) when there is news for them.
+	armed     bool
+	chWaiter  bool
+	followers int
+	wake      chan struct{}
+	rdl, wdl  time.Time
 
 	swr  uverbs.SendWR
 	ssgl [2]uverbs.SGE
@@ -361,14 +362,23 @@ func (c *Conn) fail(err error) {
 	c.st.connected, c.st.writable = false, false
 }
 
-// kick wakes every waiter: the channel waiter through its context, the
-// others through wake.
+// kick wakes every waiter: the channel waiter by interrupting its wait,
+// the followers through wake.
 func (c *Conn) kick() {
-	if c.waitCancel != nil {
-		c.waitCancel()
+	if c.chWaiter {
+		c.ch.Interrupt()
 	}
-	close(c.wake)
-	c.wake = make(chan struct{})
+	c.wakeFollowers()
+}
+
+// wakeFollowers wakes the goroutines waiting for the channel waiter;
+// with none (one goroutine at a time in Read or Write) it allocates
+// nothing.
+func (c *Conn) wakeFollowers() {
+	if c.followers > 0 {
+		close(c.wake)
+		c.wake = make(chan struct{})
+	}
 }
 
 // progress polls the CQ and handles what it finds, granting credits
@@ -623,34 +633,27 @@ func (c *Conn) await(cond func() bool, dl *time.Time, user bool) error {
 			continue // a completion may have come before the arming
 		}
 		if !c.chWaiter {
-			parent := context.Background()
-			if user {
-				parent = c.life
-			}
-			var ctx context.Context
-			var cancel context.CancelFunc
-			if d.IsZero() {
-				ctx, cancel = context.WithCancel(parent)
-			} else {
-				ctx, cancel = context.WithDeadline(parent, d)
-			}
-			c.chWaiter, c.waitCancel = true, cancel
+			// Wait for a completion event until the deadline; a new
+			// deadline, Close or the watcher interrupts the wait (kick),
+			// and the loop looks again.
+			c.chWaiter = true
 			c.mu.Unlock()
-			_, err := c.ch.Wait(ctx)
-			cancel()
+			_, err := c.ch.WaitUntil(d)
 			c.mu.Lock()
-			c.chWaiter, c.waitCancel = false, nil
-			if err == nil {
+			c.chWaiter = false
+			switch {
+			case err == nil:
 				c.cq.AckEvents(1)
 				c.armed = false
-			} else if ctx.Err() == nil {
+			case errors.Is(err, uverbs.ErrInterrupted), errors.Is(err, os.ErrDeadlineExceeded):
+			default:
 				c.fail(&resetError{why: "wait for completions", err: err})
 			}
-			close(c.wake) // others: poll again, or take over the channel
-			c.wake = make(chan struct{})
+			c.wakeFollowers() // poll again, or take over the channel
 			continue
 		}
 		w := c.wake
+		c.followers++
 		var tc <-chan time.Time
 		if !d.IsZero() {
 			if timer == nil {
@@ -666,6 +669,7 @@ func (c *Conn) await(cond func() bool, dl *time.Time, user bool) error {
 		case <-tc:
 		}
 		c.mu.Lock()
+		c.followers--
 	}
 }
 

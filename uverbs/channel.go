@@ -30,6 +30,8 @@ type CompChannel struct {
 	raw int        // -1 once closed
 	f   *evfd.File // nil until the first Wait
 	cqs map[uint64]*CQ
+
+	desc [8]byte // WaitUntil's event: here, so that it does not escape per call
 }
 
 // CreateCompChannel creates a completion channel (ibv_create_comp_channel).
@@ -144,20 +146,28 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n != len(desc) {
-			return nil, &sys.Error{Op: "uverbs completion channel read", Err: fmt.Errorf("%d bytes, want %d", n, len(desc))}
-		}
-		ch.mu.Lock()
-		cq := ch.cqs[binary.NativeEndian.Uint64(desc[:])]
-		ch.mu.Unlock()
-		if cq != nil { // nil: a CQ destroyed after the event was queued
-			cq.events.Add(1)
-			if e, ok := cq.q.(provider.CQEventer); ok {
-				e.Event()
-			}
-			return cq, nil
+		if cq, err := ch.event(desc[:n]); cq != nil || err != nil {
+			return cq, err
 		}
 	}
+}
+
+// event takes an event read from the channel: its CQ, or nil for a CQ
+// destroyed after the event was queued.
+func (ch *CompChannel) event(desc []byte) (*CQ, error) {
+	if len(desc) != 8 {
+		return nil, &sys.Error{Op: "uverbs completion channel read", Err: fmt.Errorf("%d bytes, want 8", len(desc))}
+	}
+	ch.mu.Lock()
+	cq := ch.cqs[binary.NativeEndian.Uint64(desc)]
+	ch.mu.Unlock()
+	if cq != nil {
+		cq.events.Add(1)
+		if e, ok := cq.q.(provider.CQEventer); ok {
+			e.Event()
+		}
+	}
+	return cq, nil
 }
 
 func (ch *CompChannel) add(handle uint64, cq *CQ) {

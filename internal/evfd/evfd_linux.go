@@ -25,8 +25,11 @@ type File struct {
 	rc      syscall.RawConn
 	waiting atomic.Bool
 	expired atomic.Bool // a cancelled wait set a past read deadline
-	closed  atomic.Bool
-	op      string
+	// interrupt is Interrupt's flag, taken by the ReadUntil it ends.
+	interrupt atomic.Bool
+	until     bool // the wait in progress is a ReadUntil: its deadline is its own
+	closed    atomic.Bool
+	op        string
 
 	// mu's read lock keeps the fd open for Write, Control and Fd: Close
 	// takes the write lock before it closes. (A RawConn callback would do
@@ -173,7 +176,7 @@ func (f *File) ready(raw uintptr) bool {
 	if f.ioErr != unix.EAGAIN {
 		return true
 	}
-	if f.stopAfterFunc == nil {
+	if f.stopAfterFunc == nil && !f.until {
 		// A past deadline left by an earlier cancelled wait must not end
 		// this one.
 		if f.expired.Swap(false) {

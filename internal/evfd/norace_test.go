@@ -1,0 +1,5 @@
+//go:build !race
+
+package evfd
+
+const raceEnabled = false
