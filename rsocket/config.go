@@ -60,14 +60,16 @@ const ConfigDir = "/etc/rdma/rsocket"
 
 // DefaultConfig returns C rsockets' defaults, with the values of
 // ConfigDir's files (sqsize_default, rqsize_default, mem_default,
-// wmem_default, inline_default, iomap_size) where they exist, as librdmacm reads
+// wmem_default, inline_default, iomap_size, polling_time) where they exist, as librdmacm reads
 // them. A file that does not hold a number is an error naming it.
 func DefaultConfig() (Config, error) {
 	return readConfig(ConfigDir)
 }
 
 func readConfig(dir string) (Config, error) {
-	c := Config{SendQueue: defQueue, RecvQueue: defQueue, SendBuffer: defBuffer, RecvBuffer: defBuffer, Inline: defInline}
+	c := Config{SendQueue: defQueue, RecvQueue: defQueue, SendBuffer: defBuffer, RecvBuffer: defBuffer, Inline: defInline,
+		PollTime: defPoll}
+	poll := -1 // polling_time, in microseconds, if the file exists
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -79,6 +81,7 @@ func readConfig(dir string) (Config, error) {
 		{"wmem_default", &c.SendBuffer, 1 << 31},
 		{"inline_default", &c.Inline, 0xFFFF},
 		{"iomap_size", &c.IOMapSize, maxIOMap},
+		{"polling_time", &poll, 1 << 31},
 	} {
 		b, err := os.ReadFile(filepath.Join(dir, f.name))
 		if os.IsNotExist(err) {
@@ -93,6 +96,12 @@ func readConfig(dir string) (Config, error) {
 		}
 		*f.v = n
 	}
+	switch {
+	case poll == 0:
+		c.PollTime = -1 // block at once
+	case poll > 0:
+		c.PollTime = time.Duration(poll) * time.Microsecond
+	}
 	// C's own adjustments of the files' values.
 	c.RecvBuffer = max(c.RecvBuffer, 1)
 	if c.SendBuffer < sendLowWater {
@@ -104,7 +113,8 @@ func readConfig(dir string) (Config, error) {
 // resolved fills the zero fields of c from defaults and checks the rest.
 func (c Config) resolved() (Config, error) {
 	var d Config
-	if c.SendQueue == 0 || c.RecvQueue == 0 || c.SendBuffer == 0 || c.RecvBuffer == 0 || c.Inline == 0 || c.IOMapSize == 0 {
+	if c.SendQueue == 0 || c.RecvQueue == 0 || c.SendBuffer == 0 || c.RecvBuffer == 0 || c.Inline == 0 || c.IOMapSize == 0 ||
+		c.PollTime == 0 {
 		var err error
 		if d, err = DefaultConfig(); err != nil {
 			return c, err
@@ -122,7 +132,7 @@ func (c Config) resolved() (Config, error) {
 	set(&c.Inline, d.Inline)
 	set(&c.IOMapSize, d.IOMapSize)
 	if c.PollTime == 0 {
-		c.PollTime = defPoll
+		c.PollTime = d.PollTime
 	}
 	if c.Inline < 0 {
 		c.Inline = 0
