@@ -1,8 +1,9 @@
 // Package rsocket is Go's net.Conn and net.Listener over RDMA, speaking
 // librdmacm's rsockets protocol: a Go server serves C rsocket clients
 // (rstream, programs under librspreload.so) and a Go client reaches C
-// rsocket servers, with no cgo and no librdmacm. riostream's iomap is
-// not spoken (docs/rsocket.md).
+// rsocket servers, with no cgo and no librdmacm. rsockets' iomap
+// (riomap, riowrite: writes straight into memory the peer offered) is
+// Conn.IOMap and Conn.IOWrite.
 //
 // A program that takes a net.Listener or a dial function moves onto
 // RDMA by changing one line:

@@ -3,8 +3,8 @@ package uverbs
 import (
 	"context"
 	"fmt"
-	"github.com/purerdma/rdma/internal/evfd"
 	"strconv"
+	"syscall"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
@@ -231,7 +231,7 @@ func (c *Context) noteAsyncEvent(ev AsyncEvent) {
 // the runtime poller, the Go way to use the fd in one's own loop:
 // Control gives the fd while it is open, Read waits for an event
 // without holding a thread. It fails after Close.
-func (c *Context) AsyncConn() (evfd.RawConn, error) {
+func (c *Context) AsyncConn() (syscall.RawConn, error) {
 	if c == nil {
 		return nil, errNil("Context.AsyncConn", "Context")
 	}

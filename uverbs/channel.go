@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"syscall"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/evfd"
@@ -93,7 +94,7 @@ func (ch *CompChannel) file() (*evfd.File, error) {
 // the bare number): Control runs a function with the fd while it is
 // open, Read waits for readiness without holding a thread. It fails
 // after Close.
-func (ch *CompChannel) SyscallConn() (evfd.RawConn, error) {
+func (ch *CompChannel) SyscallConn() (syscall.RawConn, error) {
 	if ch == nil {
 		return nil, errNil("CompChannel.SyscallConn", "CompChannel")
 	}

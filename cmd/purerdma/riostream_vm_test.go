@@ -22,6 +22,10 @@ var rioVMSizes = [][]string{
 	{"-S", "65537", "-C", "16", "-I", "2"},
 	{"-S", "1048576", "-C", "4", "-I", "2"},
 	{"-S", "3000", "-C", "20", "-I", "2", "-B", "1024"},
+	// C's blocking and rpoll calls (the Go side's are the same in every
+	// mode).
+	{"-S", "4096", "-C", "20", "-I", "2", "-T", "b"},
+	{"-S", "4096", "-C", "20", "-I", "2", "-T", "a"},
 }
 
 // rioVMRun runs one riostream server and client pair with args on both.

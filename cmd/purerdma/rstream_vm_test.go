@@ -34,6 +34,12 @@ var rsVMSizes = [][]string{
 	{"-S", "65536", "-C", "16", "-I", "2"},
 	{"-S", "1048576", "-C", "4", "-I", "2"},
 	{"-S", "3000", "-C", "20", "-I", "2", "-B", "1024"},
+	// rstream's other test types: blocking calls (C's blocking rsend and
+	// rrecv; the Go side parks in the poller) and rpoll before each call
+	// (C's async; the Go side blocks as with b).
+	{"-S", "4096", "-C", "50", "-I", "4", "-T", "b"},
+	{"-S", "65536", "-C", "16", "-I", "2", "-T", "a"},
+	{"-S", "64", "-C", "100", "-I", "4", "-T", "n"},
 }
 
 // rsWaitRDMA is an rsWaitFunc for rsocket servers: rdma_cm listeners are

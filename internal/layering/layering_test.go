@@ -2,8 +2,12 @@ package layering
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -60,6 +64,8 @@ const testOnly = "golang.org/x/net/"
 
 type pkg struct {
 	ImportPath   string
+	Dir          string
+	GoFiles      []string
 	Standard     bool
 	Imports      []string
 	TestImports  []string
@@ -134,9 +140,11 @@ func TestLayering(t *testing.T) {
 			t.Errorf("%s uses cgo (%v); library and tool code must build with CGO_ENABLED=0", rel, p.CgoFiles)
 		}
 		for _, imp := range p.Imports {
-			// Commands may name signals (syscall.SIGTERM), nothing more raw.
+			// Commands may name signals (syscall.SIGTERM), nothing more raw;
+			// libraries may name syscall.RawConn in their signatures.
 			signalsOnly := imp == "syscall" && strings.HasPrefix(rel, "cmd/")
-			if slices.Contains(rawImports, imp) && !match(rel, lowLevel) && !signalsOnly {
+			rawConnOnly := imp == "syscall" && !strings.HasPrefix(rel, "cmd/") && !match(rel, lowLevel) && syscallUses(t, p, "RawConn")
+			if slices.Contains(rawImports, imp) && !match(rel, lowLevel) && !signalsOnly && !rawConnOnly {
 				t.Errorf("%s imports %s; raw kernel access belongs in one of %v", rel, imp, lowLevel)
 			}
 			if dep, ok := strings.CutPrefix(imp, module+"/"); ok && !match(dep, mayImport) {
@@ -155,4 +163,41 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
+}
+
+// syscallUses reports whether p's files use nothing of package syscall
+// but the names in allow; it fails t on any other use.
+func syscallUses(t *testing.T, p pkg, allow ...string) bool {
+	ok := true
+	fset := token.NewFileSet()
+	for _, name := range p.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := ""
+		for _, im := range f.Imports {
+			if im.Path.Value == `"syscall"` {
+				local = "syscall"
+				if im.Name != nil {
+					local = im.Name.Name
+				}
+			}
+		}
+		if local == "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, isSel := n.(*ast.SelectorExpr)
+			if !isSel {
+				return true
+			}
+			if id, isID := sel.X.(*ast.Ident); isID && id.Name == local && !slices.Contains(allow, sel.Sel.Name) {
+				t.Errorf("%s: syscall.%s: a library may name only %v of package syscall", fset.Position(sel.Pos()), sel.Sel.Name, allow)
+				ok = false
+			}
+			return true
+		})
+	}
+	return ok
 }
