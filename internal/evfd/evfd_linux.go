@@ -28,6 +28,11 @@ type File struct {
 	// interrupt is Interrupt's flag, taken by the ReadUntil it ends.
 	interrupt atomic.Bool
 	until     bool // the wait in progress is a ReadUntil: its deadline is its own
+	// dl is the read deadline the waiter set last, and dlStale says
+	// another goroutine has moved it since (Interrupt, a context's
+	// expiry): ReadUntil sets a deadline only when it differs.
+	dl      time.Time
+	dlStale atomic.Bool
 	closed    atomic.Bool
 	op        string
 
@@ -160,6 +165,7 @@ func (f *File) wait(ctx context.Context, io func(int, []byte) (int, error), b []
 		if err := f.f.SetReadDeadline(time.Time{}); err != nil {
 			return 0, f.mapErr(err)
 		}
+		f.dl = time.Time{}
 	}
 	if f.ioErr != nil {
 		return 0, &sys.Error{Op: f.op, Err: f.ioErr}
@@ -183,6 +189,7 @@ func (f *File) ready(raw uintptr) bool {
 			if f.armErr = f.f.SetReadDeadline(time.Time{}); f.armErr != nil {
 				return true
 			}
+			f.dl = time.Time{}
 		}
 		if f.ctx.Done() != nil { // a context that cannot end needs no callback
 			f.stopAfterFunc = context.AfterFunc(f.ctx, f.expire)
@@ -194,6 +201,7 @@ func (f *File) ready(raw uintptr) bool {
 // setExpired ends a parked wait whose context ended.
 func (f *File) setExpired() {
 	f.f.SetReadDeadline(time.Unix(1, 0))
+	f.dlStale.Store(true)
 	f.expired.Store(true)
 }
 

@@ -28,8 +28,13 @@ func (f *File) ReadUntil(d time.Time, p []byte) (int, error) {
 		if f.interrupt.Swap(false) {
 			return 0, ErrInterrupted
 		}
-		if err := f.f.SetReadDeadline(d); err != nil {
-			return 0, f.mapErr(err)
+		// The poller's deadline is set only when it is not d already: an
+		// unchanged deadline costs nothing.
+		if f.dlStale.Swap(false) || !f.dl.Equal(d) {
+			if err := f.f.SetReadDeadline(d); err != nil {
+				return 0, f.mapErr(err)
+			}
+			f.dl = d
 		}
 		// An Interrupt before the deadline was set: its past deadline
 		// was overwritten, but its flag is up. One after: its past
@@ -69,14 +74,14 @@ func (f *File) Interrupt() {
 		// A Read with a context that finds this past deadline sets its
 		// own again.
 		f.f.SetReadDeadline(time.Unix(1, 0))
+		f.dlStale.Store(true)
 	}
 }
 
-// endUntil clears the deadline ReadUntil set, and frees the waiter slot.
+// endUntil frees the waiter slot. The deadline stays: the next
+// ReadUntil most often wants the same one, and a Read with a context
+// that meets it sets its own again.
 func (f *File) endUntil() {
-	if !f.closed.Load() {
-		f.f.SetReadDeadline(time.Time{})
-	}
 	f.ctx, f.io, f.buf, f.n, f.ioErr, f.armErr, f.until = nil, nil, nil, 0, nil, nil, false
 	f.waiting.Store(false)
 }

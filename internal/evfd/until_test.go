@@ -97,3 +97,39 @@ func TestReadUntilAllocs(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// TestReadUntilStaleDeadline: a deadline an earlier ReadUntil left (it
+// is kept, to be set only when it changes) ends neither a later
+// ReadUntil with another deadline nor a Read with a context.
+func TestReadUntilStaleDeadline(t *testing.T) {
+	f, w := newEventFD(t)
+	defer f.Close()
+	var b [8]byte
+	signal(t, w)
+	if _, err := f.ReadUntil(time.Now().Add(time.Millisecond), b[:]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // the kept deadline passes
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		var one [8]byte
+		one[0] = 1
+		unix.Write(w, one[:])
+	}()
+	if n, err := f.ReadUntil(time.Time{}, b[:]); n != 8 || err != nil {
+		t.Fatalf("ReadUntil without a deadline after one with: %d, %v; want the data", n, err)
+	}
+	if _, err := f.ReadUntil(time.Now().Add(time.Millisecond), b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadUntil with a deadline: %v", err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		var one [8]byte
+		one[0] = 1
+		unix.Write(w, one[:])
+	}()
+	if n, err := f.Read(context.Background(), b[:]); n != 8 || err != nil {
+		t.Fatalf("Read after a ReadUntil's deadline: %d, %v; want the data", n, err)
+	}
+}
