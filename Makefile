@@ -77,7 +77,8 @@ RACETESTS := \
 	TestReadWakesOnData TestReadCancel TestReadClose TestSecondWaiterBusy TestWaitAfterCancelledWait \
 	TestReadUntilInterrupt TestReadUntilClose \
 	TestConcurrentPublish TestConcurrentConnections Example \
-	TestNetConn TestDeadlines TestEcho TestKilledPeer
+	TestNetConn TestDeadlines TestEcho TestKilledPeer \
+	TestPollContext TestPollContextSharedChannel TestCompDisconnectedWithNext TestCompWaitClose TestWaitWC
 empty :=
 space := $(empty) $(empty)
 RACERUN ?= ^($(subst $(space),|,$(strip $(RACETESTS))))$$

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/purerdma/rdma/internal/evfd"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/ucma"
@@ -26,9 +27,15 @@ type EventChannel struct {
 	closed  atomic.Bool
 	owner   atomic.Pointer[ID] // the ID whose private channel this is, or nil
 	waiting atomic.Bool        // a Next, or an ID's blocking step, holds the channel
+	// drainers counts GetSendComp and GetRecvComp calls taking the
+	// queued events off the channel for a moment (drain); missed says
+	// that one found the waiter slot held (release drains then).
+	drainers atomic.Int32
+	missed   atomic.Bool
 
-	mu  sync.Mutex
-	ids map[*ID]struct{} // the IDs whose events arrive here
+	mu      sync.Mutex
+	ids     map[*ID]struct{} // the IDs whose events arrive here
+	pending []*Event         // events drain took, for Next to return first
 }
 
 // NewEventChannel opens an event channel (rdma_create_event_channel).
@@ -42,14 +49,17 @@ func NewEventChannel() (*EventChannel, error) {
 
 // Fd is the channel's file descriptor, for a caller's own epoll loop: it
 // is readable when Next would return without waiting (or after skipping
-// events of IDs closed meanwhile). Valid until Close.
+// events of IDs closed meanwhile). Valid until Close. One exception:
+// events that GetSendComp or GetRecvComp took off an ID's private
+// channel while looking for DISCONNECTED wait in the channel for Next,
+// which returns them first, without making the fd readable.
 func (ch *EventChannel) Fd() int { return ch.f.Fd() }
 
 // SyscallConn is the channel's fd as a syscall.RawConn registered with
 // the runtime poller, the Go way to use it in one's own loop: Control
 // runs a function with the fd while it is open, Read waits for
 // readiness without holding a thread. Events are still taken with Next.
-func (ch *EventChannel) SyscallConn() (evfd.RawConn, error) {
+func (ch *EventChannel) SyscallConn() (syscall.RawConn, error) {
 	if ch.closed.Load() {
 		return nil, fmt.Errorf("rdmacm: event channel: %w", ErrClosed)
 	}
@@ -131,17 +141,23 @@ func (ch *EventChannel) Next(ctx context.Context) (*Event, error) {
 // that its caller could not wait for. It fails at once, matching
 // ErrBusy, when another goroutine holds the slot.
 func (ch *EventChannel) claim() error {
-	if !ch.waiting.CompareAndSwap(false, true) {
-		return fmt.Errorf("another goroutine is waiting on the event channel (one Next at a time): %w", ErrBusy)
+	for !ch.waiting.CompareAndSwap(false, true) {
+		if ch.drainers.Load() == 0 {
+			return fmt.Errorf("another goroutine is waiting on the event channel (one Next at a time): %w", ErrBusy)
+		}
+		// A blocking completion call holds the slot for as long as it
+		// takes to read the queued events (drain): not a waiter.
+		runtime.Gosched()
 	}
 	return nil
 }
 
-func (ch *EventChannel) release() { ch.waiting.Store(false) }
-
 // next is Next for the holder of the waiter slot.
 func (ch *EventChannel) next(ctx context.Context) (*Event, error) {
 	for {
+		if ev := ch.popPending(); ev != nil {
+			return ev, nil
+		}
 		var resp abi.UCMEventResp
 		if err := ch.f.GetEvent(ctx, &resp); err != nil {
 			if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
@@ -223,6 +239,7 @@ func (ch *EventChannel) process(r *abi.UCMEventResp) *Event {
 		if id.connectFailed.Load() {
 			return nil
 		}
+		id.markDisconnected()
 	case EventMulticastJoin:
 		ev.Group = m.group
 		if err := m.joined(ev.UD); err != nil {

@@ -106,13 +106,23 @@ func (set deadPeerSetting) env() []string {
 
 // writeUntilError streams signaled RDMA writes to the peer's buffer,
 // kills the peer once `before` of them completed, and then waits, only
-// for send completions (the CQ's completion channel), until one
+// for send completions (the CQ's completion channel, through
+// uverbs.CQ.PollContext: GetSendComp would end at once with
+// ErrDisconnected when the dying peer's DISCONNECTED arrives), until one
 // completes with an error. It returns that completion and the time from
 // the kill, or the error of a wait that ended without one.
 func (s survivor) writeUntilError(t *testing.T, ctx context.Context, before int) (uverbs.WorkCompletion, time.Duration, error) {
 	t.Helper()
 	const size, depth = 4096, 8
 	mr, _ := regMsgs(t, s.id, size)
+	sendCQ, _ := s.id.CQs()
+	var wcs [1]uverbs.WorkCompletion
+	sendComp := func() (uverbs.WorkCompletion, error) {
+		if _, err := sendCQ.PollContext(ctx, wcs[:]); err != nil {
+			return uverbs.WorkCompletion{}, err
+		}
+		return wcs[0], wcs[0].Status.Err()
+	}
 	post := func(n int) error {
 		off := uint64(n%(peerBufSize/size)) * size
 		return s.id.PostWrite(uint64(n), mr, 0, size, uverbs.SendSignaled, rdmacm.Remote{Addr: s.raddr + off, RKey: s.rkey})
@@ -125,7 +135,7 @@ func (s survivor) writeUntilError(t *testing.T, ctx context.Context, before int)
 	}
 	var killed time.Time
 	for done := 1; ; done++ {
-		wc, err := s.id.GetSendComp(ctx)
+		wc, err := sendComp()
 		switch {
 		case err != nil && wc.Status == uverbs.WCSuccess:
 			return wc, 0, err // the wait ended without a completion

@@ -70,9 +70,13 @@
 // # Dead peers
 //
 // A peer whose process dies while its kernel lives on disconnects: the
-// survivor gets DISCONNECTED. A crashed host or a cut link says
-// nothing, and a program that waits only for completions learns of it
-// from a send that is never acknowledged: after the retries of
+// survivor gets DISCONNECTED. GetSendComp and GetRecvComp watch for it
+// while they wait: with the CQ empty and DISCONNECTED on the ID's
+// channel they return an error matching ErrDisconnected at once, so a
+// program that only waits for completions sees a peer's close (or
+// death) without reading events; the event stays for Next. A crashed
+// host or a cut link says nothing, and such a program learns of it from
+// a send that is never acknowledged: after the retries of
 // ConnParam.RetryCount, each ConnParam.AckTimeout long, the work request
 // completes with uverbs.WCRetryExcErr. DefaultConnParam's values report
 // a dead peer after about 4 s; librdmacm's retry count 7 never does on
@@ -94,10 +98,20 @@
 // Next per channel: a second Next fails at once with ErrBusy. Next
 // returns when an event arrives, when its ctx ends, or with ErrClosed
 // when the channel is closed; no goroutine runs inside the package.
+// GetSendComp and GetRecvComp wait for the CQ's channel and the ID's
+// DISCONNECTED at once, on the caller's goroutine (one waiter per CQ, a
+// second fails with ErrBusy); they take events off an ID's private
+// channel only while no Next or blocking step waits there, and then
+// only for as long as reading them takes (a Next that comes meanwhile
+// waits for that, not ErrBusy), keeping them for Next.
 // Close on an ID waits only for an event of that ID that another
 // goroutine's Next is still processing, never for the application.
 //
 // Errors name the operation and wrap the kernel's errno, so errors.Is
-// works with syscall errnos and with ErrClosed, ErrBusy, ErrRejected and
-// ErrNotSupported. Bad input fails with EINVAL before any kernel call.
+// works with syscall errnos and with ErrClosed, ErrBusy, ErrRejected,
+// ErrDisconnected and ErrNotSupported. Bad input fails with EINVAL
+// before any kernel call.
+// A blocking resolution that fails names the address, the step and the
+// timer that fired, or says that the address has no RDMA device
+// ([ID.ResolveAddrContext]).
 package rdmacm

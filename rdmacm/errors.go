@@ -26,6 +26,11 @@ var (
 	// see Event.Refused); errors.As with *EventError gives the event,
 	// its reject reason and private data.
 	ErrRejected = errors.New("connection rejected")
+	// ErrDisconnected matches the error of GetSendComp and GetRecvComp
+	// when the ID's CQ has no completion and its channel reported
+	// DISCONNECTED: the peer closed the connection (or answered this
+	// side's Disconnect), so none will come.
+	ErrDisconnected = errors.New("connection disconnected")
 )
 
 // errInvalid is EINVAL for bad input caught before a kernel call.

@@ -85,6 +85,7 @@ type ID struct {
 
 	closed        atomic.Bool
 	connectFailed atomic.Bool // CONNECT_RESPONSE processing failed: drop REJECTED and DISCONNECTED
+	disconnected  atomic.Bool // DISCONNECTED arrived: GetSendComp and GetRecvComp end with ErrDisconnected
 	ackTimeoutSet atomic.Bool // SetAckTimeout succeeded: ConnParam.AckTimeout does not replace it
 
 	mu       sync.Mutex
@@ -110,6 +111,7 @@ type ID struct {
 	reported uint32     // DESTROY_ID's count
 
 	events eventCount
+	comp   compWaits // GetSendComp's and GetRecvComp's waits
 
 	inlineMu sync.Mutex
 	inline   []byte // PostSendInline's copy of the data
@@ -786,6 +788,7 @@ func (id *ID) Migrate(to *EventChannel) error {
 	}
 	id.setChannel(to)
 	id.waitEvents(reported)
+	to.adoptPending(from.takePending(id))
 	id.mu.Lock()
 	own := id.own
 	if from == own {
@@ -872,6 +875,9 @@ func (id *ID) Close() error {
 		return opError("close", id.handle, ErrClosed)
 	}
 	var errs []error
+	if err := id.closeCompWaits(); err != nil { // wakes a GetSendComp or GetRecvComp with ErrClosed
+		errs = append(errs, opError("close", id.handle, err))
+	}
 	ch := id.ch.Load()
 	reported, err := ch.f.DestroyID(id.handle)
 	if err != nil && !errors.Is(err, ErrClosed) {

@@ -16,7 +16,8 @@ import (
 // A step that cannot be waited for is not started: with ctx already
 // done they return ctx.Err(), and with another goroutine waiting on the
 // ID's channel (its own Next) an error matching ErrBusy, before any
-// kernel call. When ctx ends during the wait they return ctx.Err(); the
+// kernel call. When ctx ends during the wait they return ctx.Err() (the
+// resolutions an error that matches it and names the address); the
 // step goes on in the kernel and its event stays on the channel, so the
 // ID is then best closed. The kernel's timeout of a resolution is what is left of ctx's
 // deadline, or DefaultResolveTimeout without one.
@@ -86,19 +87,44 @@ func (id *ID) step(ctx context.Context, op string, start func() error, want, alt
 
 // ResolveAddrContext resolves dst and binds the ID to the device that
 // reaches it, as ResolveAddr, and waits for ADDR_RESOLVED.
+//
+// A resolution that fails once started (this, ResolveRouteContext, and
+// so Resolve and CreateEP) names the step and the address ("address
+// resolution of 198.18.0.99:7471") and says why:
+//   - the kernel's timer fired: "timed out: the kernel's timer of 2s
+//     (DefaultResolveTimeout: ctx has no deadline) fired", an
+//     ADDR_ERROR or ROUTE_ERROR event matching ETIMEDOUT; when the
+//     timer was set from ctx's deadline, the error matches
+//     context.DeadlineExceeded too, as when ctx itself ends first;
+//   - ctx ended first: "did not finish by ctx's deadline", matching
+//     ctx.Err();
+//   - the address has no RDMA device (ENODEV: 127.0.0.1, an address on
+//     a network interface without one): "no RDMA device on the netdev
+//     of 127.0.0.1 (lo)", and which interfaces have one.
+//
+// An error event stays available with errors.As and *EventError.
 func (id *ID) ResolveAddrContext(ctx context.Context, src, dst netip.AddrPort) error {
-	_, err := id.step(ctx, "resolve address", func() error {
-		return id.ResolveAddr(src, dst, resolveTimeout(ctx))
+	r := newResolution(ctx, "resolve address", "address resolution")
+	_, err := id.step(ctx, r.op, func() error {
+		r.ran = true
+		return id.ResolveAddr(src, dst, r.timeout)
 	}, EventAddrResolved, EventAddrResolved)
-	return err
+	return r.explain(ctx, id, dst, err)
 }
 
 // ResolveRouteContext resolves the route, as ResolveRoute, and waits for
-// ROUTE_RESOLVED.
+// ROUTE_RESOLVED. A failure names the step and the destination and says
+// why, as ResolveAddrContext's does.
 func (id *ID) ResolveRouteContext(ctx context.Context) error {
-	_, err := id.step(ctx, "resolve route", func() error {
-		return id.ResolveRoute(resolveTimeout(ctx))
+	r := newResolution(ctx, "resolve route", "route resolution")
+	_, err := id.step(ctx, r.op, func() error {
+		r.ran = true
+		return id.ResolveRoute(r.timeout)
 	}, EventRouteResolved, EventRouteResolved)
+	if err != nil && r.ran {
+		dst, _ := id.RemoteAddr()
+		return r.explain(ctx, id, dst, err)
+	}
 	return err
 }
 

@@ -250,55 +250,30 @@ func rdmaWR(wrID uint64, op uverbs.WROpcode, flags uverbs.SendFlags, r Remote) *
 // (rdma_get_send_comp). The CQ must be one CreateQP made (it has a
 // completion channel). A completion with an error status is returned
 // together with that status as the error.
+//
+// Completions come first: when the CQ has none and the ID's channel
+// reported DISCONNECTED (the peer closed the connection, or answered
+// this side's Disconnect), it returns an error matching ErrDisconnected
+// at once, instead of waiting for a completion that will not come. To
+// see DISCONNECTED while nobody reads the ID's events, it watches the
+// ID's private channel too, takes events queued there when no Next
+// waits on it, and keeps them for Next, which returns them first (see
+// EventChannel.Fd). It returns ctx.Err() when ctx ends first, ErrClosed
+// when the ID is closed, and ErrBusy at once when another goroutine
+// waits for completions of the same CQ.
 func (id *ID) GetSendComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
 	cq, ch := id.sendCQ, id.sendCh
 	id.mu.Unlock()
-	return id.getComp(ctx, "get send completion", cq, ch)
+	return id.getComp(ctx, "get send completion", &id.comp.send, cq, ch)
 }
 
 // GetRecvComp waits for the next completion of the ID's receive CQ
-// (rdma_get_recv_comp), as GetSendComp.
+// (rdma_get_recv_comp), as GetSendComp: a receive that the peer's close
+// leaves without a message ends with an error matching ErrDisconnected.
 func (id *ID) GetRecvComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
 	cq, ch := id.recvCQ, id.recvCh
 	id.mu.Unlock()
-	return id.getComp(ctx, "get receive completion", cq, ch)
-}
-
-func (id *ID) getComp(ctx context.Context, op string, cq *uverbs.CQ, ch *uverbs.CompChannel) (uverbs.WorkCompletion, error) {
-	var wc [1]uverbs.WorkCompletion
-	if err := id.alive(op); err != nil {
-		return wc[0], err
-	}
-	if cq == nil || ch == nil {
-		return wc[0], opError(op, id.handle, fmt.Errorf("the CQ is not one CreateQP made: %w", errInvalid))
-	}
-	for {
-		n, err := cq.Poll(wc[:])
-		if err != nil {
-			return wc[0], opError(op, id.handle, err)
-		}
-		if n == 0 {
-			if err := cq.RequestNotify(false); err != nil {
-				return wc[0], opError(op, id.handle, err)
-			}
-			if n, err = cq.Poll(wc[:]); err != nil {
-				return wc[0], opError(op, id.handle, err)
-			}
-		}
-		if n == 1 {
-			if err := wc[0].Status.Err(); err != nil {
-				return wc[0], opError(op, id.handle, err)
-			}
-			return wc[0], nil
-		}
-		if _, err := ch.Wait(ctx); err != nil {
-			if ctx.Err() != nil && err == ctx.Err() {
-				return wc[0], err
-			}
-			return wc[0], opError(op, id.handle, err)
-		}
-		cq.AckEvents(1)
-	}
+	return id.getComp(ctx, "get receive completion", &id.comp.recv, cq, ch)
 }

@@ -55,25 +55,37 @@ func (r *connResources) close() error {
 // (rpma_conn_req_new): it resolves the address and the route, within
 // cfg's timeout or ctx's deadline, whichever is sooner, and creates the
 // CQs and the QP that cfg (nil for the defaults) describes.
+//
+// A resolution that fails names the step and the address. When cfg's
+// timeout ends it, the error says so and matches ETIMEDOUT (class
+// ErrProvider, as librpma's), not context.DeadlineExceeded, which
+// means ctx's own deadline passed; an address without an RDMA device
+// (127.0.0.1, an address on a network interface without one) says so
+// and matches ENODEV (rdmacm.ID.ResolveAddrContext).
 func (p *Peer) NewConnReq(ctx context.Context, addr, port string, cfg *ConnCfg) (*ConnReq, error) {
 	const op = "conn_req new"
 	if err := p.checkAddr(op, ctx, addr, port); err != nil {
 		return nil, err
 	}
 	c := cfgOrDefault(cfg)
-	rctx, cancel := context.WithTimeout(ctx, c.Timeout())
+	timer, rctx, cancel := newLibTimer(ctx, c.Timeout(), "ConnCfg's timeout", "ConnCfg.SetTimeout changes it")
 	defer cancel()
 	ais, err := rdmacm.GetAddrInfo(rctx, addr, port, nil)
 	if err != nil {
-		return nil, provider(op, err)
+		return nil, timer.explain(op, "looking up "+addr, err)
 	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
 		return nil, provider(op, err)
 	}
-	if err := id.Resolve(rctx, ais[0].Src, ais[0].Dst); err != nil {
+	dst := ais[0].Dst
+	if err := id.ResolveAddrContext(rctx, ais[0].Src, dst); err != nil {
 		id.Close()
-		return nil, provider(op, err)
+		return nil, timer.explain(op, fmt.Sprintf("address resolution of %v", dst), err)
+	}
+	if err := id.ResolveRouteContext(rctx); err != nil {
+		id.Close()
+		return nil, timer.explain(op, fmt.Sprintf("route resolution of %v", dst), err)
 	}
 	req, err := newConnReq(op, p, id, cfg, false)
 	if err != nil {

@@ -118,8 +118,50 @@ func (c *CQ) GetWC(wc []uverbs.WorkCompletion) (int, error) {
 	return n, nil
 }
 
+// WaitWC returns completions, waiting for them when the CQ has none:
+// it takes up to len(wc) of them, as GetWC does, and while there are
+// none it waits for the CQ's completion event, as Wait does, and tries
+// again. It returns how many it took, at least one; each is described
+// as for GetWC. When completions are waiting it is GetWC: no system
+// call, no allocation. When ctx ends first the error matches both
+// ErrNoCompletion and ctx.Err(). A CQ whose channel is shared fails at
+// once with ErrSharedChannel, as Wait does: wait with Conn.Wait.
+//
+// This is the loop librpma's examples write around rpma_cq_wait and
+// rpma_cq_get_wc, with a context.
+func (c *CQ) WaitWC(ctx context.Context, wc []uverbs.WorkCompletion) (int, error) {
+	const op = "cq wait wc"
+	if c == nil || len(wc) == 0 {
+		return 0, errWaitWCInvalid
+	}
+	if ctx == nil {
+		return 0, invalid(op, "nil context")
+	}
+	if c.shared {
+		return 0, newErr(op, ErrSharedChannel, nil)
+	}
+	for {
+		n, err := c.cq.Poll(wc)
+		if err != nil {
+			return n, provider(op, err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+		// The CQ is armed (newCQ, and every wait, arm it), so a
+		// completion after the poll sends an event.
+		if _, err := c.ch.Wait(ctx); err != nil {
+			return 0, newErr(op, ErrNoCompletion, err)
+		}
+		if err := c.rearm(op); err != nil {
+			return 0, err
+		}
+	}
+}
+
 // Preallocated: a loop polling an empty CQ allocates nothing.
 var (
-	errNoCompletion = &Error{Op: "cq get wc", Class: ErrNoCompletion}
-	errGetWCInvalid = &Error{Op: "cq get wc", Class: ErrInvalid, Err: errors.New("nil CQ or empty slice")}
+	errNoCompletion  = &Error{Op: "cq get wc", Class: ErrNoCompletion}
+	errGetWCInvalid  = &Error{Op: "cq get wc", Class: ErrInvalid, Err: errors.New("nil CQ or empty slice")}
+	errWaitWCInvalid = &Error{Op: "cq wait wc", Class: ErrInvalid, Err: errors.New("nil CQ or empty slice")}
 )

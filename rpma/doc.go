@@ -10,7 +10,8 @@
 // connects, waits for ConnEstablished with Conn.NextEvent, decodes the
 // descriptor with RemoteMRFromDescriptor and then reads, writes,
 // flushes, atomically writes and sends messages, collecting
-// completions with CQ.Wait and CQ.GetWC.
+// completions with CQ.Wait and CQ.GetWC, or both in one call with
+// CQ.WaitWC.
 //
 // # Goroutines
 //
@@ -25,9 +26,9 @@
 //
 // # Blocking
 //
-// Calls that wait (Ep.NextConnReq, Conn.NextEvent, CQ.Wait, Conn.Wait,
-// NewConnReq's resolution) take a context.Context and wait in the Go
-// poller. The file descriptors of librpma's *_get_fd calls (Ep.Fd,
+// Calls that wait (Ep.NextConnReq, Conn.NextEvent, CQ.Wait, CQ.WaitWC,
+// Conn.Wait, NewConnReq's resolution) take a context.Context and wait
+// in the Go poller. The file descriptors of librpma's *_get_fd calls (Ep.Fd,
 // Conn.EventFd, CQ.Fd, Conn.CompletionFd) are there for programs that
 // multiplex many connections in an epoll loop.
 //
@@ -37,7 +38,10 @@
 // ErrProvider, ErrNotSupported, ...) with errors.Is, and what lies
 // under it: an errno, uverbs.ErrBusy, uverbs.ErrClosed. A failed
 // completion is described by CompletionErr. CodeOf gives the C error
-// code.
+// code. A resolution that the package's own timeout ends
+// (ConnCfg.SetTimeout, DefaultTimeout) names the step and the address
+// and matches ETIMEDOUT; context.DeadlineExceeded means ctx's deadline
+// passed.
 //
 // docs/rpma.md maps every librpma function to its Go name and says what
 // happens with each kind of peer.

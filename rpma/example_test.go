@@ -116,13 +116,8 @@ func ExamplePeer_NewConnReq() {
 		log.Fatal(err)
 	}
 	wc := make([]uverbs.WorkCompletion, 1)
-	for {
-		if n, _ := conn.CQ().GetWC(wc); n == 1 {
-			break
-		}
-		if err := conn.CQ().Wait(ctx); err != nil {
-			log.Fatal(err)
-		}
+	if _, err := conn.CQ().WaitWC(ctx, wc); err != nil { // GetWC, and Wait while there is nothing
+		log.Fatal(err)
 	}
 	if err := rpma.CompletionErr(&wc[0]); err != nil {
 		log.Fatal(err) // names the status, matches it with errors.Is

@@ -2,6 +2,7 @@ package rpma
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/uverbs"
@@ -24,6 +25,12 @@ const (
 // (rpma_utils_get_ibv_context): the local device that has addr, or the
 // device that routes to a remote addr. The caller owns the context:
 // close it after the peers made on it.
+//
+// It waits at most DefaultTimeout, less when ctx's deadline is sooner.
+// A remote address whose resolution fails is named with the step; when
+// DefaultTimeout ends it, the error says so and matches ETIMEDOUT
+// (class ErrProvider, as librpma's), not context.DeadlineExceeded,
+// which means ctx's own deadline passed.
 func DeviceContext(ctx context.Context, addr string, side Side) (*uverbs.Context, error) {
 	const op = "utils get ibv context"
 	if ctx == nil {
@@ -40,11 +47,11 @@ func DeviceContext(ctx context.Context, addr string, side Side) (*uverbs.Context
 	default:
 		return nil, invalid(op, "side %d", int(side))
 	}
-	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	timer, rctx, cancel := newLibTimer(ctx, DefaultTimeout, "rpma.DefaultTimeout", "DeviceContext waits at most that long")
 	defer cancel()
 	ais, err := rdmacm.GetAddrInfo(rctx, addr, "", hints)
 	if err != nil {
-		return nil, provider(op, err)
+		return nil, timer.explain(op, "looking up "+addr, err)
 	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
@@ -52,12 +59,12 @@ func DeviceContext(ctx context.Context, addr string, side Side) (*uverbs.Context
 	}
 	defer id.Close()
 	if side == Local {
-		err = id.Bind(ais[0].Src)
-	} else {
-		err = id.ResolveAddrContext(rctx, ais[0].Src, ais[0].Dst)
+		err = provider(op, id.Bind(ais[0].Src))
+	} else if err = id.ResolveAddrContext(rctx, ais[0].Src, ais[0].Dst); err != nil {
+		err = timer.explain(op, fmt.Sprintf("address resolution of %v", ais[0].Dst.Addr()), err)
 	}
 	if err != nil {
-		return nil, provider(op, err)
+		return nil, err
 	}
 	dev, ok := id.Device()
 	if !ok {

@@ -18,7 +18,11 @@ type AH struct {
 }
 
 // CreateAH creates an address handle (ibv_create_ah). On RoCE the
-// address must be global (IsGlobal, GRH.DGID, GRH.SGIDIndex).
+// address must be global (IsGlobal, GRH.DGID, GRH.SGIDIndex): on a port
+// that requires a GRH (PortAttr.GRHRequired: RoCE ports, and InfiniBand
+// ports that say so) an address without IsGlobal fails before the
+// kernel call with an error matching EINVAL that names the port and the
+// fields to set.
 func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if pd == nil {
 		return nil, errNil("CreateAH", "PD")
@@ -28,6 +32,9 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		return nil, err
 	}
 	if err := c.checkPort("uverbs: CreateAH: PortNum", attr.PortNum); err != nil {
+		return nil, err
+	}
+	if err := c.checkGRH("CreateAH", "AHAttr", &attr); err != nil {
 		return nil, err
 	}
 	ah := &AH{pd: pd, attr: attr}

@@ -37,6 +37,7 @@ type Context struct {
 	userHandles    atomic.Uint64
 	byHandle       sync.Map // user handle -> *CQ, *QP or *SRQ, for events
 	caps           deviceCaps
+	ports          sync.Map // port number -> portRoute, for the GRH check (grhcheck.go)
 }
 
 // OpenOptions tune Open. The zero value is fine.

@@ -201,7 +201,8 @@ func runMemlockHelper(t *testing.T, limit int, dontFork bool) memlockResult {
 //
 // With a limit of 0 the kernel refuses to pin anything: EPERM. With a
 // limit below the region: ENOMEM. Either way the error names the
-// operation, nothing is left pinned or open, a DONTFORK mark made for
+// operation, says RLIMIT_MEMLOCK, the limit, the bytes asked and how to
+// raise the limit, nothing is left pinned or open, a DONTFORK mark made for
 // the registration is taken back, a second try fails the same way and a
 // region within the limit still registers.
 func TestFaultMemlock(t *testing.T) {
@@ -229,6 +230,14 @@ func TestFaultMemlock(t *testing.T) {
 			}
 			if !strings.Contains(r.Err, "REG_MR") && !strings.Contains(r.Err, "RegMR") && !strings.Contains(r.Err, "reg MR") {
 				t.Errorf("error %q does not name the operation", r.Err)
+			}
+			// The error says why: the limit in force, the bytes asked
+			// and how to raise the limit.
+			for _, want := range []string{"RLIMIT_MEMLOCK", fmt.Sprintf("is %d bytes", tc.limit),
+				fmt.Sprintf("registering %d bytes", memlockSize), "ulimit -l", "LimitMEMLOCK", "--ulimit memlock"} {
+				if !strings.Contains(r.Err, want) {
+					t.Errorf("error %q does not say %q", r.Err, want)
+				}
 			}
 			if r.Again != r.Err {
 				t.Errorf("second try: %q, first: %q", r.Again, r.Err)

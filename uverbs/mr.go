@@ -105,6 +105,13 @@ func (c *Context) OptionalMRAccess() bool {
 //
 // Unless ForkSafety reports ForkUnneeded, the pages under buf are kept
 // from child processes while registered.
+//
+// Registering pins buf's pages, which the kernel counts against the
+// process's locked-memory limit (RLIMIT_MEMLOCK) unless it has
+// CAP_IPC_LOCK. A registration past the limit fails with ENOMEM, and
+// every one with EPERM when the limit is 0; the error then says the
+// limit in force, the bytes asked and how to raise the limit, and still
+// matches the errno (errors.Is(err, syscall.ENOMEM)).
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if pd == nil {
 		return nil, fmt.Errorf("uverbs: RegMR: nil PD: %w", errInvalid)
@@ -146,7 +153,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if err != nil {
 		st.unhold()
 		pd.release()
-		return nil, c.flushError("uverbs REG_MR", kaccess, err)
+		return nil, pinError(c.flushError("uverbs REG_MR", kaccess, err), kaccess, st.length)
 	}
 	mr := &MR{pv: provider.MR{LKey: resp.LKey, RKey: resp.RKey}}
 	mr.resource = resource{ctx: c, kind: "MR", handle: resp.MRHandle, closer: mr.destroy}
@@ -235,6 +242,17 @@ func (c *Context) flushError(op string, access Access, err error) error {
 		return fmt.Errorf("%w (AccessFlushPersistent: the device may accept it only on persistent memory, such as a DAX mapping of pmem)", err)
 	}
 	return err
+}
+
+// pinError explains a registration of length bytes that the kernel
+// refused with ENOMEM, or EPERM at a zero limit, with the locked-memory
+// limit (RLIMIT_MEMLOCK) in force and how to raise it (*sys.MemlockError).
+// An on-demand paging region pins nothing, so its error stays as it is.
+func pinError(err error, access Access, length uint64) error {
+	if access&AccessOnDemand != 0 {
+		return err
+	}
+	return sys.Memlock(err, length)
 }
 
 // featureError is a kernel refusal that means "not supported": it matches
@@ -347,7 +365,9 @@ func (f ReregFlags) String() string {
 // call, the region may be unusable (the verbs say so): Close it. Drivers
 // support some changes only, and refuse the others with an error matching
 // ErrNotSupported: rxe takes ReregPD and ReregAccess on Linux 6.12 but
-// not ReregTranslation, and on Linux 6.1 it takes no change at all.
+// not ReregTranslation, and on Linux 6.1 it takes no change at all. A
+// new translation refused for the locked-memory limit says so, as
+// RegMR's does.
 func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 	if mr == nil {
 		return errNil("MR.Rereg", "MR")
@@ -437,6 +457,9 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		}
 		if flags&ReregAccess != 0 {
 			err = c.flushError("uverbs REREG_MR", kaccess, err)
+		}
+		if flags&ReregTranslation != 0 {
+			err = pinError(err, next.access, next.length)
 		}
 		if errors.Is(err, ErrNotSupported) {
 			var fe *featureError

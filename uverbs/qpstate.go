@@ -231,7 +231,11 @@ func checkTransition(typ QPType, cur, next QPState, mask QPAttrMask) error {
 // Modify changes the QP's attributes and state (ibv_modify_qp). mask
 // selects the fields of attr to apply; with QPAttrState it is a state
 // transition, checked against the IB spec's table before the kernel is
-// asked.
+// asked. An address vector it selects (AHAttr with QPAttrAV, AltAHAttr
+// with QPAttrAltPath) on a port that requires a GRH (RoCE) must have
+// IsGlobal and its GRH; without, Modify fails before the kernel call
+// with an error matching EINVAL that says what to set, and the QP keeps
+// its state.
 //
 // A move to RESET empties the queues. On a QP without a TD it waits for
 // posts in progress, so no post writes to a queue the kernel has just
@@ -265,6 +269,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		next = attr.State
 	}
 	if err := checkTransition(qp.typ, cur, next, mask); err != nil {
+		return err
+	}
+	if err := qp.checkGRH(attr, mask, cur, next); err != nil {
 		return err
 	}
 	var req abi.ExModifyQP
@@ -322,6 +329,27 @@ func (qp *QP) checkPorts(attr *QPAttr, mask QPAttrMask) error {
 	} {
 		if mask&p.bit != 0 {
 			if err := qp.ctx.checkPort("uverbs: modify QP: "+p.field, p.port); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkGRH refuses an address vector the mask selects (QPAttrAV,
+// QPAttrAltPath) that lacks the GRH its port requires, as the kernel
+// would, but saying what to set.
+func (qp *QP) checkGRH(attr *QPAttr, mask QPAttrMask, cur, next QPState) error {
+	for _, p := range [...]struct {
+		bit   QPAttrMask
+		field string
+		a     *AHAttr
+	}{
+		{QPAttrAV, "AHAttr", &attr.AHAttr},
+		{QPAttrAltPath, "AltAHAttr", &attr.AltAHAttr},
+	} {
+		if mask&p.bit != 0 && !p.a.IsGlobal {
+			if err := qp.ctx.checkGRH(fmt.Sprintf("modify %v QP %v -> %v", qp.typ, cur, next), p.field, p.a); err != nil {
 				return err
 			}
 		}

@@ -130,31 +130,28 @@ func (ep *benchEndpoint) close() error {
 	return errors.Join(errs...)
 }
 
-// benchGID returns the GID at index, or with index -1 the port's first
-// RoCE v2 GID of an IPv4 address (what RoCE v2 over IPv4 needs and what
-// perftest's -x is usually pointed at), else its first RoCE v2 GID, else
-// its first GID.
+// benchGID returns the GID at index, or with index -1 the port's RoCE
+// v2 GID that uverbs.Context.RoCEv2GID picks: its first of an IPv4
+// address (what RoCE v2 over IPv4 needs and what perftest's -x is
+// usually pointed at), else its first RoCE v2 GID; else its first GID.
 func benchGID(c *uverbs.Context, port, index int) (int, uverbs.GID, error) {
 	if index >= 0 {
 		g, err := c.QueryGID(port, index)
 		return index, g, err
 	}
+	if e, err := c.RoCEv2GID(port, ""); err == nil {
+		return e.Index, e.GID, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, uverbs.GID{}, err
+	}
 	tbl, err := c.GIDTable(port)
 	if err != nil {
 		return 0, uverbs.GID{}, err
 	}
-	for _, pass := range []func(uverbs.GIDEntry) bool{
-		func(e uverbs.GIDEntry) bool { return e.Type == uverbs.GIDTypeRoCEv2 && e.GID.IP().To4() != nil },
-		func(e uverbs.GIDEntry) bool { return e.Type == uverbs.GIDTypeRoCEv2 },
-		func(uverbs.GIDEntry) bool { return true },
-	} {
-		for _, e := range tbl {
-			if pass(e) {
-				return e.Index, e.GID, nil
-			}
-		}
+	if len(tbl) == 0 {
+		return 0, uverbs.GID{}, fmt.Errorf("%s port %d has no GID", c.Device().Name, port)
 	}
-	return 0, uverbs.GID{}, fmt.Errorf("%s port %d has no GID", c.Device().Name, port)
+	return tbl[0].Index, tbl[0].GID, nil
 }
 
 // hello is what this side tells the peer.
@@ -175,22 +172,14 @@ const (
 	benchHopLimit    = 255
 )
 
-// connect moves the QP to RTS towards the peer.
+// connect moves the QP, in INIT, to RTR and RTS towards the peer, with
+// perftest's settings.
 func (ep *benchEndpoint) connect(peer bench.Hello) error {
 	ep.mtu = min(ep.mtu, uverbs.MTU(peer.MTU))
-	err := ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: ep.mtu, DestQPNum: peer.QPN, RQPSN: peer.PSN,
-		MaxDestRdAtomic: uint8(ep.outReads), MinRNRTimer: benchMinRNRTimer,
-		AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: ep.port,
-			GRH: uverbs.GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(ep.gidIndex), HopLimit: benchHopLimit}}},
-		uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|uverbs.QPAttrRQPSN|
-			uverbs.QPAttrMaxDestRdAtomic|uverbs.QPAttrMinRNRTimer)
-	if err != nil {
-		return err
-	}
-	return ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: ep.psn, Timeout: benchQPTimeout,
-		RetryCnt: benchRetryCount, RNRRetry: benchRNRRetry, MaxRdAtomic: max(peer.OutReads, 1)},
-		uverbs.QPAttrState|uverbs.QPAttrSQPSN|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|uverbs.QPAttrRNRRetry|
-			uverbs.QPAttrMaxQPRdAtomic)
+	return ep.qp.ConnectRC(uverbs.RCPeer{QPNum: peer.QPN, PSN: peer.PSN, GID: peer.GID}, &uverbs.RCOptions{
+		Port: ep.port, SGIDIndex: ep.gidIndex, HopLimit: benchHopLimit, PathMTU: ep.mtu, SQPSN: ep.psn,
+		MaxRdAtomic: max(peer.OutReads, 1), MaxDestRdAtomic: uint8(ep.outReads), MinRNRTimer: benchMinRNRTimer,
+		Timeout: benchQPTimeout, RetryCount: benchRetryCount, RNRRetry: benchRNRRetry})
 }
 
 // benchHandshakeTimeout bounds each exchange before and after the run, so a

@@ -13,6 +13,10 @@
 //	purerdma bench connect (-b ADDR | -s SERVER)     cmtime-like connection set-up times
 //	purerdma rstream [-s SERVER] [-b ADDR] [-S SIZE|all] [-C N] [-I N] [-T s|v] [-json]
 //	                                                 rstream: stream latency and bandwidth over rsocket (or TCP)
+//	purerdma riostream [-s SERVER] [-b ADDR] [-S SIZE|all] [-C N] [-I N] [-T v] [-json]
+//	                                                 riostream: the same with rsocket's iomap (IOWrite)
+//	purerdma rcopy [-p PORT] [-n N]                  rcopy's server: receives files over rsocket
+//	purerdma rcopy SRC SERVER[:DST] [-p PORT]        rcopy: copies a file to that server
 //	purerdma selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]
 //	                                                 every fast-path operation of a device against itself
 //	purerdma help [COMMAND]                          this list, or one command's help
@@ -23,9 +27,10 @@
 // # JSON output
 //
 // The listings (devices, devinfo, link show), the measurements
-// (pingpong, ping, bench, rstream) and selftest take -json: stdout then
-// holds one JSON document per invocation (rstream: one per row) instead
-// of the text, with snake_case field names that stay stable:
+// (pingpong, ping, bench, rstream, riostream) and selftest take -json:
+// stdout then holds one JSON document per invocation (rstream and
+// riostream: one per row) instead of the text, with snake_case field
+// names that stay stable:
 //
 //   - devices: {"devices": [{"name", "node_guid", "sys_image_guid",
 //     "node_type", "transport", "node_desc", "fw_ver", "driver",
@@ -45,7 +50,7 @@
 //     "pings", "validated", "seconds", "usec_per_ping"}, printed when the
 //     connection ends well (the server: when the client disconnects)
 //   - bench and bench connect: the fields docs/performance.md lists.
-//   - rstream: one JSON object per result row, each on a line of its
+//   - rstream, riostream: one JSON object per result row, each on a line of its
 //     own (no header): {"role", "transport", "name", "bytes", "xfers",
 //     "iters", "total_bytes", "seconds", "gbit_per_sec",
 //     "usec_per_xfer", "verified"}
@@ -272,7 +277,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		io.WriteString(stderr, usage())
 		return 2
 	default:
-		fmt.Fprintf(stderr, "purerdma: %v\n", memlockHint(err))
+		fmt.Fprintf(stderr, "purerdma: %v\n", err)
 		return 1
 	}
 }

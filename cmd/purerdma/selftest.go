@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -49,7 +50,8 @@ Flags:
   -d DEV        device (default: the first)
   -i PORT       device port (default 1)
   -g GIDIDX     GID index (default: the port's RoCE v2 GID of an IPv4 address,
-                else index 0; on an InfiniBand port, LID routing without a GRH)
+                else its first RoCE v2 GID, else index 0; on an InfiniBand port,
+                LID routing without a GRH)
   -iters N      messages of the ring-wrap check (default %d: more than 65536, so
                 the 16-bit queue counters wrap; a few seconds on soft-RoCE)
   -json         print {"device", "driver", "provider", "kernel", "port", "gid_index",
@@ -133,7 +135,11 @@ func selftestOutput(ctx context.Context, rep *selftestReport, jsonOut bool, stdo
 	case ctx.Err() != nil:
 		return fmt.Errorf("selftest: %s: stopped after %d checks: %w", rep.Device, len(rep.Rows), ctx.Err())
 	case rep.Failed > 0:
-		return fmt.Errorf("selftest: %s: %d of %d checks failed", rep.Device, rep.Failed, rep.Passed+rep.Failed)
+		why := ""
+		if rep.memlock > 0 {
+			why = fmt.Sprintf(" (%d of them for the locked-memory limit, RLIMIT_MEMLOCK: their details say the limit and how to raise it)", rep.memlock)
+		}
+		return fmt.Errorf("selftest: %s: %d of %d checks failed%s", rep.Device, rep.Failed, rep.Passed+rep.Failed, why)
 	case rep.Passed == 0:
 		return fmt.Errorf("selftest: %s: no check applies", rep.Device)
 	}
@@ -205,8 +211,9 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 }
 
 // pickGID sets the GID the QPs use: index, or by default the port's
-// RoCE v2 GID of an IPv4 address, else index 0; an InfiniBand port
-// without -g routes by LID.
+// RoCE v2 GID that uverbs.Context.RoCEv2GID picks (one of an IPv4
+// address first), else index 0; an InfiniBand port without -g routes
+// by LID.
 func (e *selftestEnv) pickGID(index int) error {
 	name := e.ctx.Device().Name
 	if index < 0 && e.portAttr.LinkLayer == uverbs.LinkLayerInfiniBand {
@@ -218,13 +225,8 @@ func (e *selftestEnv) pickGID(index int) error {
 	}
 	if index < 0 {
 		index = 0
-		if tbl, err := e.ctx.GIDTable(e.port); err == nil {
-			for _, g := range tbl {
-				if g.Type == uverbs.GIDTypeRoCEv2 && g.GID.IP().To4() != nil {
-					index = g.Index
-					break
-				}
-			}
+		if g, err := e.ctx.RoCEv2GID(e.port, ""); err == nil {
+			index = g.Index
 		}
 	}
 	ent, err := e.ctx.QueryGIDEntry(e.port, index)
@@ -276,6 +278,9 @@ type selftestReport struct {
 	Passed        int           `json:"passed"`
 	Failed        int           `json:"failed"`
 	NotApplicable int           `json:"not_applicable"`
+	// memlock counts the failed rows whose memory registration the
+	// kernel refused for the locked-memory limit.
+	memlock int
 }
 
 // selftestRow is one check's outcome.
@@ -353,12 +358,16 @@ func (e *selftestEnv) run(ctx context.Context, checks []selftestCheck) *selftest
 		if ctx.Err() != nil {
 			break
 		}
-		rep.add(e.runOne(ctx, c))
+		row, memlock := e.runOne(ctx, c)
+		rep.add(row)
+		if memlock {
+			rep.memlock++
+		}
 	}
 	return &rep
 }
 
-func (e *selftestEnv) runOne(ctx context.Context, c selftestCheck) (row selftestRow) {
+func (e *selftestEnv) runOne(ctx context.Context, c selftestCheck) (row selftestRow, memlock bool) {
 	r := &selftestRun{ctx: ctx, env: e, name: c.name}
 	start := time.Now()
 	detail, err := func() (detail string, err error) {
@@ -381,6 +390,8 @@ func (e *selftestEnv) runOne(ctx context.Context, c selftestCheck) (row selftest
 		row.Result, row.Detail = selftestNA, n.reason
 	default:
 		row.Result, row.Detail = selftestFail, err.Error()
+		var me *sys.MemlockError
+		memlock = errors.As(err, &me) && me.LimitReached()
 	}
-	return row
+	return row, memlock
 }

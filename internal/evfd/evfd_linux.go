@@ -33,8 +33,8 @@ type File struct {
 	// expiry): ReadUntil sets a deadline only when it differs.
 	dl      time.Time
 	dlStale atomic.Bool
-	closed    atomic.Bool
-	op        string
+	closed  atomic.Bool
+	op      string
 
 	// mu's read lock keeps the fd open for Write, Control and Fd: Close
 	// takes the write lock before it closes. (A RawConn callback would do

@@ -30,6 +30,12 @@ var (
 	// ErrIO is EIO, for a device whose state user space reads
 	// contradicts what it must be (completions lost).
 	ErrIO error = syscall.EIO
+	// ErrTimedOut is ETIMEDOUT: a resolution or connection whose timer
+	// fired (the kernel's, or a library's own timeout).
+	ErrTimedOut error = syscall.ETIMEDOUT
+	// ErrNoDevice is ENODEV: no RDMA device where one is needed (rdma_cm
+	// on a network interface without one).
+	ErrNoDevice error = syscall.ENODEV
 	// The errnos of a stream connection (rsocket), for its net.Conn
 	// errors: reset, refused, written after a shutdown.
 	ErrConnReset   error = syscall.ECONNRESET

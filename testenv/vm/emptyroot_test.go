@@ -93,7 +93,7 @@ func TestEmptyRoot(t *testing.T) {
 			User: nobody, Memlock: Unlimited},
 		// The same client with a 64 KiB memlock limit and no CAP_IPC_LOCK:
 		// registering its buffers fails before it would connect (nobody
-		// listens on 7402).
+		// listens on 7402), with an error that says the limit.
 		{Name: "ping-client-64k-memlock", Args: []string{purerdma, "ping", "-c", "-a", srv, "-I", cli, "-p", "7402", "-C", "3", "-S", size},
 			User: nobody, Memlock: 64 << 10},
 		{Name: "rpma-server", Args: []string{"/bin/01-connection-server", srv, "7401"},
@@ -174,7 +174,7 @@ func TestEmptyRoot(t *testing.T) {
 		"link-add-net-admin":      {0, nil},
 		"link-del-net-admin":      {0, nil},
 		"devinfo":                 {0, []string{"hca_id:\trxe0\n", "hca_id:\trxe1\n", "PORT_ACTIVE"}},
-		"ping-client-64k-memlock": {1, []string{"cannot allocate memory"}},
+		"ping-client-64k-memlock": {1, []string{"cannot allocate memory", "RLIMIT_MEMLOCK, the locked-memory limit, is 65536 bytes", "ulimit -l"}},
 		"ping-server":             {0, nil},
 		"ping-client":             {0, nil}, // -V: it compares what came back
 		"rpma-server":             {0, []string{"Received a message: Hello server!"}},

@@ -1,0 +1,56 @@
+package uverbs
+
+import "fmt"
+
+// An address on a RoCE port is an IP address, carried in the global
+// route header: the kernel refuses an address vector without one
+// (rdma_check_ah_attr: a RoCE port, or a port that reports GRH_REQUIRED,
+// and no IB_AH_GRH) with a bare EINVAL. QP.Modify and CreateAH check it
+// first and say what to set.
+
+// portRoute is what the GRH check needs of a port: whether it requires
+// a GRH in every address (IBV_QPF_GRH_REQUIRED, which the kernel sets
+// for RoCE ports and for InfiniBand ports that need one) and its link
+// layer, for the message. Neither changes while the device exists, so
+// each context asks once per port.
+type portRoute struct {
+	grh       bool
+	linkLayer LinkLayer
+}
+
+// portRoute returns the port's answer, querying the port the first
+// time. A query that fails is not cached, and ok is false: the kernel
+// then decides, as without the check.
+func (c *Context) portRoute(port int) (r portRoute, ok bool) {
+	if v, ok := c.ports.Load(port); ok {
+		return v.(portRoute), true
+	}
+	pa, err := c.QueryPort(port)
+	if err != nil {
+		return portRoute{}, false
+	}
+	r = portRoute{grh: pa.GRHRequired, linkLayer: pa.LinkLayer}
+	c.ports.Store(port, r)
+	return r, true
+}
+
+// checkGRH refuses the address a (the field named field of op's
+// arguments, "AHAttr") when it has no GRH and its port requires one,
+// before the kernel call, with an error matching EINVAL. The port number
+// must have been checked.
+func (c *Context) checkGRH(op, field string, a *AHAttr) error {
+	if a.IsGlobal {
+		return nil
+	}
+	r, ok := c.portRoute(a.PortNum)
+	if !ok || !r.grh {
+		return nil
+	}
+	why := "requires a global route header in every address (GRH_REQUIRED)"
+	if r.linkLayer == LinkLayerEthernet {
+		why = "is RoCE (link layer Ethernet), where every address is global: the GRH carries the IP addresses"
+	}
+	return fmt.Errorf("uverbs: %s: %s.IsGlobal is false, but port %s %s; set %[2]s.IsGlobal and %[2]s.GRH: "+
+		"DGID (the peer's GID), SGIDIndex (the local GID to send from, e.g. Context.RoCEv2GIDIndex of the local address) "+
+		"and HopLimit (e.g. 64): %[5]w", op, field, c.portName(a.PortNum), why, errInvalid)
+}
