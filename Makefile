@@ -26,7 +26,8 @@ tools:
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 
 # The rpma examples, as users build them, for the VM tests of
-# rpma/examples (building inside the emulated VM takes minutes each).
+# rpma/examples (building inside the emulated VM takes minutes each),
+# and docs/getting-started.md's programs for examples/'s.
 # The log example takes no arguments, so it goes apart from the
 # client-server ones, which TestExampleUsage runs without arguments.
 EXAMPLES_BIN := $(BIN)/examples
@@ -39,6 +40,8 @@ examples:
 	done
 	@mkdir -p $(EXAMPLES_BIN)-noargs
 	@CGO_ENABLED=0 $(GO) build -o $(EXAMPLES_BIN)-noargs/log ./rpma/examples/log
+	@mkdir -p $(EXAMPLES_BIN)-first
+	@CGO_ENABLED=0 $(GO) build -o $(EXAMPLES_BIN)-first/ ./examples/first-verbs ./examples/first-rdmacm ./examples/first-rpma ./examples/first-rsocket
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v testdata/)); \

@@ -237,7 +237,7 @@ func decodeEvent(r *abi.UCMEventResp, ud bool, ev *Event) {
 func ahAttr(a *abi.AHAttr) uverbs.AHAttr {
 	return uverbs.AHAttr{
 		GRH: uverbs.GlobalRoute{DGID: uverbs.GID(a.GRH.DGID), FlowLabel: a.GRH.FlowLabel,
-			SGIDIndex: a.GRH.SGIDIndex, HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass},
+			SGIDIndex: int(a.GRH.SGIDIndex), HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass},
 		DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate,
 		IsGlobal: a.IsGlobal != 0, PortNum: int(a.PortNum),
 	}

@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -44,16 +43,7 @@ func memlockHelper(limit string) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: lim, Max: lim}); err != nil {
-		return err
-	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return err
-	}
-	if err := syscall.Setgid(65534); err != nil {
-		return err
-	}
-	if err := syscall.Setuid(65534); err != nil {
+	if err := sys.BecomeNobody(lim); err != nil {
 		return err
 	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)

@@ -38,7 +38,7 @@ func FuzzConvertQPAttr(f *testing.F) {
 			from abi.AHAttr
 		}{{a.AHAttr, r.AHAttr}, {a.AltAHAttr, r.AltAHAttr}} {
 			g, k := p.got, p.from
-			if g.GRH.DGID != uverbs.GID(k.GRH.DGID) || g.GRH.FlowLabel != k.GRH.FlowLabel || g.GRH.SGIDIndex != k.GRH.SGIDIndex ||
+			if g.GRH.DGID != uverbs.GID(k.GRH.DGID) || g.GRH.FlowLabel != k.GRH.FlowLabel || g.GRH.SGIDIndex != int(k.GRH.SGIDIndex) ||
 				g.GRH.HopLimit != k.GRH.HopLimit || g.GRH.TrafficClass != k.GRH.TrafficClass || g.DLID != k.DLID ||
 				g.SL != k.SL || g.SrcPathBits != k.SrcPathBits || g.StaticRate != k.StaticRate ||
 				g.IsGlobal != (k.IsGlobal != 0) || g.PortNum != int(k.PortNum) {

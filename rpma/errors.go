@@ -11,7 +11,7 @@ import (
 // The error classes of librpma (RPMA_E_*). Every error this package
 // returns matches exactly one of them with errors.Is, and also matches
 // what lies underneath: the errno of a failed kernel call
-// (errors.Is(err, unix.EINVAL)), uverbs.ErrBusy for a full queue,
+// (errors.Is(err, syscall.EINVAL)), uverbs.ErrBusy for a full queue,
 // uverbs.ErrClosed for a closed object, a uverbs.WCStatus for a failed
 // completion.
 var (

@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/rpma"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -43,16 +42,7 @@ func memlockHelper(limit string) error {
 	if err != nil {
 		return err
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: lim, Max: lim}); err != nil {
-		return err
-	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return err
-	}
-	if err := syscall.Setgid(65534); err != nil {
-		return err
-	}
-	if err := syscall.Setuid(65534); err != nil {
+	if err := sys.BecomeNobody(lim); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

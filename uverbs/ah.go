@@ -42,7 +42,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	drvLen := c.prov.AHDriverOutLen()
 	resp := make([]byte, abi.OffsetofCreateAHRespDriverData+drvLen)
 	req := abi.CreateAH{PDHandle: pd.handle, Attr: abi.AHAttr{
-		GRH: abi.GlobalRoute{DGID: attr.GRH.DGID, FlowLabel: attr.GRH.FlowLabel, SGIDIndex: attr.GRH.SGIDIndex,
+		GRH: abi.GlobalRoute{DGID: attr.GRH.DGID, FlowLabel: attr.GRH.FlowLabel, SGIDIndex: uint8(attr.GRH.SGIDIndex),
 			HopLimit: attr.GRH.HopLimit, TrafficClass: attr.GRH.TrafficClass},
 		DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
 		IsGlobal: boolByte(attr.IsGlobal), PortNum: uint8(attr.PortNum),
@@ -62,7 +62,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	g := attr.GRH
 	pattr := provider.AHAttr{DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
 		IsGlobal: attr.IsGlobal, PortNum: uint8(attr.PortNum), DGID: g.DGID, FlowLabel: g.FlowLabel,
-		SGIDIndex: g.SGIDIndex, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
+		SGIDIndex: uint8(g.SGIDIndex), HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
 	if err := c.prov.AHCreated(&ah.pv, &pattr, resp[abi.OffsetofCreateAHRespDriverData:]); err != nil {
 		destroy()
 		return nil, err

@@ -198,7 +198,7 @@ func (qp *QP) ConnectRC(peer RCPeer, opts *RCOptions) error {
 				"(Context.RoCEv2GID and RoCEv2GIDIndex find one): %w", qp.num, idx, c.portName(o.Port), errInvalid)
 		}
 		ah.IsGlobal = true
-		ah.GRH = GlobalRoute{DGID: peer.GID, SGIDIndex: uint8(idx), HopLimit: o.HopLimit, TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel}
+		ah.GRH = GlobalRoute{DGID: peer.GID, SGIDIndex: idx, HopLimit: o.HopLimit, TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel}
 	} else if peer.LID == 0 {
 		return fmt.Errorf("uverbs: ConnectRC: QP %#x: the peer has neither a LID nor a GID (RCPeer.LID, RCPeer.GID): %w", qp.num, errInvalid)
 	}

@@ -21,7 +21,7 @@ type end struct {
 	srq  *uverbs.SRQ
 	buf  []byte
 	mr   *uverbs.MR
-	gidx uint8
+	gidx int
 	gid  uverbs.GID
 }
 

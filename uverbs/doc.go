@@ -62,7 +62,7 @@
 // # Errors and lifetimes
 //
 // Errors wrap the kernel's errno and name the operation, so both
-// errors.Is(err, unix.EINVAL) and errors.Is(err, ErrNotSupported) work.
+// errors.Is(err, syscall.EINVAL) and errors.Is(err, ErrNotSupported) work.
 // Where the errno alone would leave one guessing, the message says why: a
 // registration refused for the locked-memory limit names RLIMIT_MEMLOCK,
 // the limit, the bytes asked and how to raise the limit ([PD.RegMR]); an

@@ -7,7 +7,7 @@ import (
 )
 
 // Errors from this package match these with errors.Is, as well as the
-// errno the kernel returned (errors.Is(err, unix.EINVAL)).
+// errno the kernel returned (errors.Is(err, syscall.EINVAL)).
 var (
 	// ErrNotSupported: the kernel, the device or its provider lacks the
 	// feature; the message names it.

@@ -61,7 +61,7 @@ func (s *side) connect(peer *side) {
 		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1},
 			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
 		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPNum: peer.qp.Num(), MinRNRTimer: 12,
-			AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: peer.gid, SGIDIndex: uint8(s.gidx), HopLimit: 64}}},
+			AHAttr: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: peer.gid, SGIDIndex: s.gidx, HopLimit: 64}}},
 			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
 				uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
 		{uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 6, RNRRetry: 7},

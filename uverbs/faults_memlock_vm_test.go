@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
@@ -25,11 +24,10 @@ import (
 // (init, below, runs it before the tests): "memlock" registers memory
 // under a low RLIMIT_MEMLOCK without CAP_IPC_LOCK.
 const (
-	helperEnv        = "UVERBS_TEST_HELPER"
-	memlockLimitEnv  = "UVERBS_TEST_MEMLOCK"  // the limit, in bytes
-	memlockDontFork  = "UVERBS_TEST_DONTFORK" // "1": ForkDontFork mode
-	memlockSize      = 1 << 20                // what the helper tries to register
-	memlockNobodyUID = 65534
+	helperEnv       = "UVERBS_TEST_HELPER"
+	memlockLimitEnv = "UVERBS_TEST_MEMLOCK"  // the limit, in bytes
+	memlockDontFork = "UVERBS_TEST_DONTFORK" // "1": ForkDontFork mode
+	memlockSize     = 1 << 20                // what the helper tries to register
 )
 
 func init() {
@@ -99,16 +97,7 @@ func memlockHelper() int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: lim, Max: lim}); err != nil {
-		return fail(fmt.Errorf("setrlimit: %w", err))
-	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return fail(err)
-	}
-	if err := syscall.Setgid(memlockNobodyUID); err != nil {
-		return fail(err)
-	}
-	if err := syscall.Setuid(memlockNobodyUID); err != nil {
+	if err := sys.BecomeNobody(lim); err != nil {
 		return fail(err)
 	}
 	if os.Getenv(memlockDontFork) == "1" {

@@ -124,7 +124,7 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: the datagram's destination is GID index %d, past the 255 an address handle can name: %w", idx, ErrNotSupported)
 	}
 	a.IsGlobal = true
-	a.GRH = GlobalRoute{DGID: g.Src, SGIDIndex: uint8(idx), HopLimit: g.HopLimit, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel}
+	a.GRH = GlobalRoute{DGID: g.Src, SGIDIndex: idx, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel}
 	return a, nil
 }
 

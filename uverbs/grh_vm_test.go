@@ -2,6 +2,7 @@ package uverbs_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -74,6 +75,24 @@ func TestMissingGRH(t *testing.T) {
 		}
 		if got.State != uverbs.QPStateInit || qp.State() != uverbs.QPStateInit {
 			t.Errorf("after the refused move (%s): the kernel says %v, the QP %v; want INIT", tc.name, got.State, qp.State())
+		}
+	}
+	// A GID index past the kernel's 8 bits is refused, not truncated.
+	for _, bad := range []int{256, -1} {
+		a := rtr
+		a.AHAttr = grh
+		a.AHAttr.GRH.SGIDIndex = bad
+		err := qp.Modify(&a, rtrMask)
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "AHAttr.GRH.SGIDIndex "+strconv.Itoa(bad)) {
+			t.Errorf("Modify with SGIDIndex %d: %v; want EINVAL naming AHAttr.GRH.SGIDIndex", bad, err)
+		}
+		b := grh
+		b.GRH.SGIDIndex = bad
+		if ah, err := pd.CreateAH(b); err == nil || !errors.Is(err, syscall.EINVAL) {
+			if ah != nil {
+				ah.Close()
+			}
+			t.Errorf("CreateAH with SGIDIndex %d: %v; want EINVAL", bad, err)
 		}
 	}
 	rtr.AHAttr = grh

@@ -40,6 +40,9 @@ func (c *Context) portRoute(port int) (r portRoute, ok bool) {
 // must have been checked.
 func (c *Context) checkGRH(op, field string, a *AHAttr) error {
 	if a.IsGlobal {
+		if i := a.GRH.SGIDIndex; i < 0 || i > 0xff {
+			return fmt.Errorf("uverbs: %s: %s.GRH.SGIDIndex %d: a GID index is 0 to 255: %w", op, field, i, errInvalid)
+		}
 		return nil
 	}
 	r, ok := c.portRoute(a.PortNum)

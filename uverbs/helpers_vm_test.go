@@ -13,7 +13,7 @@ import (
 // roceV2GID finds the RoCE v2 GID of dev's port 1 that carries an IPv4
 // address (::ffff:a.b.c.d), reading sysfs directly so these tests do not
 // depend on the query code they may be testing.
-func roceV2GID(t *testing.T, dev string) (uint8, uverbs.GID) {
+func roceV2GID(t *testing.T, dev string) (int, uverbs.GID) {
 	t.Helper()
 	dir := filepath.Join("/sys/class/infiniband", dev, "ports/1")
 	for i := 0; i < 64; i++ {
@@ -31,7 +31,7 @@ func roceV2GID(t *testing.T, dev string) (uint8, uverbs.GID) {
 		}
 		var g uverbs.GID
 		copy(g[:], ip.To16())
-		return uint8(i), g
+		return i, g
 	}
 	t.Fatalf("%s: no RoCE v2 IPv4 GID on port 1", dev)
 	return 0, uverbs.GID{}

@@ -71,7 +71,7 @@ func (m QPAttrMask) String() string { return flagString(uint64(m), qpAttrNames) 
 type GlobalRoute struct {
 	DGID         GID
 	FlowLabel    uint32
-	SGIDIndex    uint8
+	SGIDIndex    int // the GID this side sends from: 0 to 255 (the kernel's field is 8 bits), as GIDEntry.Index
 	HopLimit     uint8
 	TrafficClass uint8
 }
@@ -338,7 +338,8 @@ func (qp *QP) checkPorts(attr *QPAttr, mask QPAttrMask) error {
 
 // checkGRH refuses an address vector the mask selects (QPAttrAV,
 // QPAttrAltPath) that lacks the GRH its port requires, as the kernel
-// would, but saying what to set.
+// would, but saying what to set, or whose GRH names a GID index past 8
+// bits.
 func (qp *QP) checkGRH(attr *QPAttr, mask QPAttrMask, cur, next QPState) error {
 	for _, p := range [...]struct {
 		bit   QPAttrMask
@@ -348,7 +349,7 @@ func (qp *QP) checkGRH(attr *QPAttr, mask QPAttrMask, cur, next QPState) error {
 		{QPAttrAV, "AHAttr", &attr.AHAttr},
 		{QPAttrAltPath, "AltAHAttr", &attr.AltAHAttr},
 	} {
-		if mask&p.bit != 0 && !p.a.IsGlobal {
+		if mask&p.bit != 0 {
 			if err := qp.ctx.checkGRH(fmt.Sprintf("modify %v QP %v -> %v", qp.typ, cur, next), p.field, p.a); err != nil {
 				return err
 			}
@@ -366,12 +367,12 @@ func boolByte(b bool) uint8 {
 
 func qpDest(a AHAttr) abi.QPDest {
 	return abi.QPDest{DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, DLID: a.DLID,
-		SGIDIndex: a.GRH.SGIDIndex, HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
+		SGIDIndex: uint8(a.GRH.SGIDIndex), HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
 		SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, IsGlobal: boolByte(a.IsGlobal), PortNum: uint8(a.PortNum)}
 }
 
 func ahAttrFromDest(d abi.QPDest) AHAttr {
-	return AHAttr{GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex,
+	return AHAttr{GRH: GlobalRoute{DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: int(d.SGIDIndex),
 		HopLimit: d.HopLimit, TrafficClass: d.TrafficClass}, DLID: d.DLID, SL: d.SL,
 		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, PortNum: int(d.PortNum)}
 }

@@ -536,7 +536,7 @@ func (s *ppSession) connect(my, rem []ppDest) error {
 	if global && o.gidx < 0 {
 		return errors.New("the peer sent a GID but -g gave no local GID index")
 	}
-	grh := uverbs.GlobalRoute{DGID: rem[0].GID, SGIDIndex: uint8(o.gidx), HopLimit: 1}
+	grh := uverbs.GlobalRoute{DGID: rem[0].GID, SGIDIndex: o.gidx, HopLimit: 1}
 	if o.kind == ppUD {
 		if err := s.qps[0].Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState); err != nil {
 			return fmt.Errorf("failed to modify QP to RTR: %w", err)

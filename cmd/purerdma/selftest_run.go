@@ -198,7 +198,7 @@ func (e *selftestEnv) ahAttr() uverbs.AHAttr {
 		return uverbs.AHAttr{DLID: e.portAttr.LID, PortNum: e.port}
 	}
 	return uverbs.AHAttr{IsGlobal: true, PortNum: e.port,
-		GRH: uverbs.GlobalRoute{DGID: e.gid, SGIDIndex: uint8(e.gidIndex), HopLimit: 64}}
+		GRH: uverbs.GlobalRoute{DGID: e.gid, SGIDIndex: e.gidIndex, HopLimit: 64}}
 }
 
 // connect moves qp through INIT and RTR to RTS, towards QP remote on the

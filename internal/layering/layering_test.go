@@ -47,6 +47,8 @@ var allowed = map[string][]string{
 	"testenv":                  {"uverbs", "internal/"},
 	"testenv/vm":               {"internal/rdmanl"},
 	"cmd/":                     {"uverbs", "rdmacm", "rpma", "rsocket", "mmio", "spin", "internal/", "testenv/vm"},
+	"examples":                 nil,                                                // their test (it runs the built programs)
+	"examples/":                {"uverbs", "rdmacm", "rpma", "rsocket", "testenv"}, // docs/getting-started.md's programs
 }
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few

@@ -163,3 +163,27 @@ func Memlock(err error, bytes uint64) error {
 	}
 	return &MemlockError{Err: err, Bytes: bytes, Limit: lim.Cur, Max: lim.Max, Pinned: pinned, Exempt: exempt}
 }
+
+// NobodyUID is the user (and group) BecomeNobody switches to.
+const NobodyUID = 65534
+
+// BecomeNobody lowers RLIMIT_MEMLOCK to memlock bytes (soft and hard)
+// and gives up root: no supplementary groups, group and user NobodyUID.
+// The kernel enforces the limit only on a process without CAP_IPC_LOCK,
+// which root has; tests that must see its refusal run this in a process
+// of their own (it cannot be undone).
+func BecomeNobody(memlock uint64) error {
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: memlock, Max: memlock}); err != nil {
+		return fmt.Errorf("setrlimit RLIMIT_MEMLOCK %d: %w", memlock, err)
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(NobodyUID); err != nil {
+		return fmt.Errorf("setgid %d: %w", NobodyUID, err)
+	}
+	if err := syscall.Setuid(NobodyUID); err != nil {
+		return fmt.Errorf("setuid %d: %w", NobodyUID, err)
+	}
+	return nil
+}
