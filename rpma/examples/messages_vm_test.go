@@ -252,12 +252,12 @@ func test13(t *testing.T, p pair) {
 	}
 }
 
-// TestExampleGroupBFailures: the examples' exit statuses and messages
+// TestExampleMessagesFailures: the examples' exit statuses and messages
 // when their arguments or their peers are wrong, as C's: -1 (255) for
 // their own failures, and for a librpma failure either -1 (the
 // examples that return ret ? -1 : 0) or the librpma code truncated to
 // a byte (those that return ret: RPMA_E_PROVIDER, -100002, exits 94).
-func TestExampleGroupBFailures(t *testing.T) {
+func TestExampleMessagesFailures(t *testing.T) {
 	const noServer = "198.18.0.1" // the VM's address, with nothing listening
 	for _, tc := range []struct {
 		name    string

@@ -1,11 +1,33 @@
 package common
 
 import (
+	"context"
 	"errors"
 	"io"
 
 	"github.com/purerdma/rdma/rpma"
+	"github.com/purerdma/rdma/uverbs"
 )
+
+// WaitForWC waits on cq's own channel for the next completion and
+// takes it, whatever its status and opcode (rpma_cq_wait and
+// rpma_cq_get_wc, for examples that check the completion themselves).
+func WaitForWC(ctx context.Context, cq *rpma.CQ, wc *uverbs.WorkCompletion) error {
+	for {
+		one := sliceOf(wc)
+		n, err := cq.GetWC(one)
+		if n == 1 {
+			*wc = one[0]
+			return nil
+		}
+		if !errors.Is(err, rpma.ErrNoCompletion) {
+			return err
+		}
+		if err := cq.Wait(ctx); err != nil {
+			return err
+		}
+	}
+}
 
 // ExitMinus1 ends an example whose C main returns ret ? -1 : 0: 0 on
 // success, 255 on any failure (the librpma code is not kept), with the
