@@ -42,6 +42,9 @@ examples:
 	@CGO_ENABLED=0 $(GO) build -o $(EXAMPLES_BIN)-noargs/log ./rpma/examples/log
 	@mkdir -p $(EXAMPLES_BIN)-first
 	@CGO_ENABLED=0 $(GO) build -o $(EXAMPLES_BIN)-first/ ./examples/first-verbs ./examples/first-rdmacm ./examples/first-rpma ./examples/first-rsocket
+	@# The manual's examples (uverbs/examples, rdmacm/examples), for their VM tests.
+	@mkdir -p $(EXAMPLES_BIN)-manual
+	@CGO_ENABLED=0 $(GO) build -o $(EXAMPLES_BIN)-manual/ ./uverbs/examples/rc-example ./rdmacm/examples/mckey ./rdmacm/examples/apm ./rdmacm/examples/mc ./rdmacm/examples/srq
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v testdata/)); \
@@ -60,11 +63,18 @@ unit: deps examples
 # then the gRPC example's (a module of its own: rsocket/examples/grpc);
 # the host-only source checks (layering, the ABI against the C headers)
 # ran in make unit and would only boot a VM to skip.
-HOSTONLY := internal/layering internal/abi internal/cmd/genabi cmd/rxevm testenv/vm
+HOSTONLY := internal/layering internal/abi internal/cmd/genabi cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
 	cd rsocket/examples/grpc && PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) ./...
+	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(SIWPKGS)
+	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMDRUN)' ./cmd/purerdma
+
+# The fabric-aware tests again on soft-iWARP (docs/testing.md, "Fabrics"):
+# whole packages, and the CLI's ping tests.
+SIWPKGS   := ./rdmacm
+SIWCMDRUN := ^TestPing(Interop|Go)$$
 
 # The concurrency tests again, built with the race detector, in the VM.
 # The race runtime needs cgo in the test binary (only there: the library

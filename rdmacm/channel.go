@@ -230,6 +230,17 @@ func (ch *EventChannel) process(r *abi.UCMEventResp) *Event {
 				ev.Type = EventEstablished
 			}
 		}
+	case EventEstablished:
+		// iWARP: the kernel's CM moved the QP to RTS itself. The RTS
+		// modify is a no-op for the kernel that tells uverbs (siw's
+		// QUERY_QP does not report the state).
+		if qp := id.QP(); qp != nil {
+			if d, ok := id.Device(); ok && d.Transport == uverbs.TransportIWARP {
+				if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState); err != nil {
+					ev.Type, ev.Status = EventConnectError, errnoStatus(err)
+				}
+			}
+		}
 	case EventRejected:
 		if id.connectFailed.Load() {
 			return nil

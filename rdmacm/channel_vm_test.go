@@ -306,7 +306,7 @@ func TestEventLoop(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	if d, ok := s.Device(); !ok || d.Name != "rxe0" {
+	if d, ok := s.Device(); !ok || d.Name != serverDev {
 		t.Errorf("server's device %q", d.Name)
 	}
 	// A listener's own Accept or Connect has nothing to answer.

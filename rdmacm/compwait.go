@@ -100,6 +100,12 @@ func (id *ID) getComp(ctx context.Context, op string, w *compWait, cq *uverbs.CQ
 		}
 		if n == 1 {
 			if err := wc[0].Status.Err(); err != nil {
+				if wc[0].Status == uverbs.WCWRFlushErr && id.iwarp() {
+					// iWARP's QP leaves RTS only with its connection
+					// (the peer's close flushes it, often before the
+					// DISCONNECTED event): the flush is the disconnect.
+					err = fmt.Errorf("%w (the iWARP connection ended: %w)", err, ErrDisconnected)
+				}
 				return wc[0], opError(op, id.handle, err)
 			}
 			return wc[0], nil
@@ -125,6 +131,12 @@ func (id *ID) getComp(ctx context.Context, op string, w *compWait, cq *uverbs.CQ
 			armed = false // the event disarmed it
 		}
 	}
+}
+
+// iwarp reports whether the ID is bound to an iWARP device.
+func (id *ID) iwarp() bool {
+	d, ok := id.Device()
+	return ok && d.Transport == uverbs.TransportIWARP
 }
 
 var errNoCompDisconnected = fmt.Errorf("no completion, and the ID's channel reported DISCONNECTED: %w", ErrDisconnected)

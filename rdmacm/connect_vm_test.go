@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -26,8 +27,8 @@ func TestRCConnect(t *testing.T) {
 	needDevices(t)
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
-	if d, ok := l.Device(); !ok || d.Name != "rxe0" {
-		t.Errorf("listener's device %q (bound %v), want rxe0", d.Name, ok)
+	if d, ok := l.Device(); !ok || d.Name != serverDev {
+		t.Errorf("listener's device %q (bound %v), want %s", d.Name, ok, serverDev)
 	}
 	connectData := []byte("hello from the client")
 	const serverMsg = "reply from the server"
@@ -105,8 +106,8 @@ func TestRCConnect(t *testing.T) {
 	defer wait()
 
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
-	if d, ok := c.Device(); !ok || d.Name != "rxe1" || c.Port() != 1 {
-		t.Errorf("client's device %q port %d (bound %v), want rxe1 port 1", d.Name, c.Port(), ok)
+	if d, ok := c.Device(); !ok || d.Name != clientDev || c.Port() != 1 {
+		t.Errorf("client's device %q port %d (bound %v), want %s port 1", d.Name, c.Port(), ok, clientDev)
 	}
 	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
 		t.Fatal(err)
@@ -120,8 +121,14 @@ func TestRCConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est.Type != rdmacm.EventEstablished || est.ID != c || len(est.PrivateData) != rdmacm.MaxAcceptPrivateData {
-		t.Fatalf("client's event %v with %d bytes of private data, want ESTABLISHED with %d", est, len(est.PrivateData), rdmacm.MaxAcceptPrivateData)
+	// InfiniBand and RoCE pad the accept's private data to the REP's
+	// size; iWARP's MPA reply carries exactly what was sent (16 bytes).
+	wantPD := rdmacm.MaxAcceptPrivateData
+	if testenv.CurrentFabric().IWARP {
+		wantPD = 16
+	}
+	if est.Type != rdmacm.EventEstablished || est.ID != c || len(est.PrivateData) != wantPD {
+		t.Fatalf("client's event %v with %d bytes of private data, want ESTABLISHED with %d", est, len(est.PrivateData), wantPD)
 	}
 	raddr, rkey := binary.BigEndian.Uint64(est.PrivateData), binary.BigEndian.Uint32(est.PrivateData[8:])
 
@@ -181,7 +188,11 @@ func TestRCConnect(t *testing.T) {
 	if sv.req.Type != rdmacm.EventConnectRequest || sv.req.Listener != l || sv.req.ID == l {
 		t.Errorf("server's request %v: listener %p (want %p), ID %p", sv.req, sv.req.Listener, l, sv.req.ID)
 	}
-	if diff := cmp.Diff(padded(connectData, rdmacm.MaxConnectPrivateData), sv.req.PrivateData); diff != "" {
+	wantReqPD := padded(connectData, rdmacm.MaxConnectPrivateData)
+	if testenv.CurrentFabric().IWARP {
+		wantReqPD = connectData // MPA carries the private data as sent
+	}
+	if diff := cmp.Diff(wantReqPD, sv.req.PrivateData); diff != "" {
 		t.Errorf("connect private data at the server (-want +got):\n%s", diff)
 	}
 	// The request reports the client's resources from the server's side.
@@ -194,16 +205,23 @@ func TestRCConnect(t *testing.T) {
 	if sv.got != "message from the client" {
 		t.Errorf("server received %q", sv.got)
 	}
-	if sv.local != addr || sv.peer != local || sv.dev != "rxe0" {
-		t.Errorf("server's connection: local %v peer %v on %s, want %v, %v on rxe0", sv.local, sv.peer, sv.dev, addr, local)
+	if sv.local != addr || sv.peer != local || sv.dev != serverDev {
+		t.Errorf("server's connection: local %v peer %v on %s, want %v, %v on %s", sv.local, sv.peer, sv.dev, addr, local, serverDev)
 	}
 	// Accept and the connect response applied the agreed read/atomic
 	// depths to the QPs.
 	type depths struct{ MaxRdAtomic, MaxDestRdAtomic uint8 }
-	if diff := cmp.Diff(depths{2, 4}, depths{cq.MaxRdAtomic, cq.MaxDestRdAtomic}); diff != "" {
+	wantC, wantS := depths{2, 4}, depths{4, 2}
+	if testenv.CurrentFabric().IWARP {
+		// siw's QUERY_QP reports the inbound read queue as
+		// max_rd_atomic and the outbound one as max_dest_rd_atomic
+		// (siw_query_qp, Linux 6.1 and 6.12): the same values, swapped.
+		wantC, wantS = depths{4, 2}, depths{2, 4}
+	}
+	if diff := cmp.Diff(wantC, depths{cq.MaxRdAtomic, cq.MaxDestRdAtomic}); diff != "" {
 		t.Errorf("client QP (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(depths{4, 2}, depths{sv.qp.MaxRdAtomic, sv.qp.MaxDestRdAtomic}); diff != "" {
+	if diff := cmp.Diff(wantS, depths{sv.qp.MaxRdAtomic, sv.qp.MaxDestRdAtomic}); diff != "" {
 		t.Errorf("server QP (-want +got):\n%s", diff)
 	}
 }
@@ -348,6 +366,9 @@ func TestPrivateData(t *testing.T) {
 		{rdmacm.PortSpaceUDP, "reject", 136},
 	} {
 		t.Run(fmt.Sprintf("%v/%s", tc.ps, tc.op), func(t *testing.T) {
+			if tc.ps == rdmacm.PortSpaceUDP {
+				testenv.NotIWARP(t, "PortSpaceUDP makes UD QPs")
+			}
 			ctx := testContext(t)
 			l, addr := listen(t, tc.ps)
 			data := pattern(tc.max, 1)
@@ -440,8 +461,12 @@ func TestPrivateData(t *testing.T) {
 				if ee.Event.Type != want || !ee.Event.Refused() {
 					t.Errorf("reject arrived as %v (refused %v), want %v", ee.Event, ee.Event.Refused(), want)
 				}
-				if tc.ps == rdmacm.PortSpaceTCP && ee.Event.RejectReason() != rdmacm.RejectConsumerDefined {
-					t.Errorf("reject reason %v, want CONSUMER_DEFINED", ee.Event.RejectReason())
+				wantReason := rdmacm.RejectConsumerDefined
+				if testenv.CurrentFabric().IWARP {
+					wantReason = -rdmacm.RejectReason(syscall.ECONNRESET)
+				}
+				if tc.ps == rdmacm.PortSpaceTCP && ee.Event.RejectReason() != wantReason {
+					t.Errorf("reject reason %v, want %v", ee.Event.RejectReason(), wantReason)
 				}
 				if diff := cmp.Diff(data, ee.Event.PrivateData); diff != "" {
 					t.Errorf("reject private data at the client (-want +got):\n%s", diff)
@@ -478,6 +503,9 @@ func TestUnreachable(t *testing.T) {
 			rdmacm.EventUnreachable, []error{rdmacm.ErrRejected, syscall.ECONNREFUSED}, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.ps == rdmacm.PortSpaceUDP {
+				testenv.NotIWARP(t, "PortSpaceUDP makes UD QPs")
+			}
 			ctx := testContext(t)
 			c := newID(t, nil, tc.ps)
 			start := time.Now()
@@ -498,7 +526,17 @@ func TestUnreachable(t *testing.T) {
 					t.Fatal(err)
 				}
 				var ee *rdmacm.EventError
-				if _, err := c.ConnectContext(ctx, nil); !errors.As(err, &ee) {
+				_, err := c.ConnectContext(ctx, nil)
+				if testenv.CurrentFabric().IWARP && tc.event == rdmacm.EventRejected {
+					// iWARP's TCP connect is refused inside Connect.
+					for _, is := range tc.is {
+						if !errors.Is(err, is) {
+							t.Errorf("connect = %v, want an error matching %v", err, is)
+						}
+					}
+					return
+				}
+				if !errors.As(err, &ee) {
 					t.Fatalf("connect = %v, want an EventError", err)
 				}
 				ev = ee.Event
@@ -536,8 +574,14 @@ func TestDisconnect(t *testing.T) {
 	if err := s.Disconnect(); err != nil {
 		t.Fatalf("server's disconnect: %v", err)
 	}
-	if st := s.QP().State(); st != uverbs.QPStateErr {
-		t.Errorf("server QP in %v after Disconnect, want ERR", st)
+	// librdmacm's rdma_disconnect: ERR on InfiniBand and RoCE, SQD
+	// (a graceful close of the TCP stream) on iWARP.
+	wantSt := uverbs.QPStateErr
+	if testenv.CurrentFabric().IWARP {
+		wantSt = uverbs.QPStateSQD
+	}
+	if st := s.QP().State(); st != wantSt {
+		t.Errorf("server QP in %v after Disconnect, want %v", st, wantSt)
 	}
 	for _, side := range []*rdmacm.ID{c, s} {
 		ev, err := side.Channel().Next(ctx)
@@ -565,6 +609,7 @@ func TestDisconnect(t *testing.T) {
 // TIMEWAIT_EXIT once the connection's time-wait ends (the kernel's CM
 // derives it from the ack timeout; seconds at most here).
 func TestTimewaitExit(t *testing.T) {
+	testenv.NotIWARP(t, "iWARP's CM has no TIMEWAIT_EXIT (the TCP stack keeps TIME_WAIT itself)")
 	needDevices(t)
 	ctx := testContext(t)
 	c, s := connectedPair(t, ctx)
@@ -599,6 +644,12 @@ func TestTimewaitExit(t *testing.T) {
 // each with its own channel; the test closes both.
 func connectedPair(t *testing.T, ctx context.Context) (c, s *rdmacm.ID) {
 	t.Helper()
+	return connectedPairWith(t, ctx, qpConfig())
+}
+
+// connectedPairWith is connectedPair with QPs of cfg.
+func connectedPairWith(t *testing.T, ctx context.Context, cfg uverbs.QPConfig) (c, s *rdmacm.ID) {
+	t.Helper()
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	accepted := make(chan *rdmacm.ID, 1)
 	wait := goRun(t, func() error {
@@ -606,7 +657,7 @@ func connectedPair(t *testing.T, ctx context.Context) (c, s *rdmacm.ID) {
 		if err != nil {
 			return err
 		}
-		if _, err := req.ID.CreateQP(nil, qpConfig()); err != nil {
+		if _, err := req.ID.CreateQP(nil, cfg); err != nil {
 			req.ID.Close()
 			return err
 		}
@@ -617,7 +668,7 @@ func connectedPair(t *testing.T, ctx context.Context) (c, s *rdmacm.ID) {
 		accepted <- req.ID
 		return nil
 	})
-	c = connected(t, ctx, addr)
+	c = connectedWith(t, ctx, addr, cfg)
 	wait()
 	if t.Failed() {
 		t.FailNow()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -171,6 +172,7 @@ func (s survivor) writeUntilError(t *testing.T, ctx context.Context, before int)
 // reports fails instead of hanging.
 func TestDeadPeerReported(t *testing.T) {
 	needDevices(t)
+	testenv.NotIWARP(t, "the retry count and ACK timeout are InfiniBand transport settings; iWARP's TCP detects a dead peer")
 	for _, set := range deadPeerSettings {
 		for _, role := range set.roles {
 			t.Run(set.name+"/"+role, func(t *testing.T) {
@@ -223,6 +225,7 @@ func TestDeadPeerReported(t *testing.T) {
 // its own; SetAckTimeout takes precedence over ConnParam.AckTimeout;
 // and an AckTimeout above 31 fails before any kernel call.
 func TestConnParamAckTimeout(t *testing.T) {
+	testenv.NotIWARP(t, "the ACK timeout and retry counts are InfiniBand transport settings; iWARP retransmits by TCP")
 	needDevices(t)
 	ctx := testContext(t)
 	type sideWant struct{ retry, ack uint8 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/internal/ucma"
 	"github.com/purerdma/rdma/uverbs"
 )
@@ -82,6 +83,9 @@ var rejectNames = map[RejectReason]string{
 func (r RejectReason) String() string {
 	if s, ok := rejectNames[r]; ok {
 		return s
+	}
+	if r < 0 { // iWARP: a negative errno
+		return "iWARP " + sys.ErrnoText(-int(r))
 	}
 	return "RejectReason(" + strconv.Itoa(int(r)) + ")"
 }
@@ -183,6 +187,9 @@ func (e *Event) errno() int {
 }
 
 // RejectReason is the reason of a REJECTED event, 0 for other events.
+// On InfiniBand and RoCE it is the CM's reject reason; on iWARP, whose
+// CM has none, it is a negative errno: -ECONNRESET when the peer called
+// Reject, -ECONNREFUSED when nothing listens on the port.
 func (e *Event) RejectReason() RejectReason {
 	if e.Type != EventRejected {
 		return 0

@@ -13,20 +13,24 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// The test VM's addresses: rxe0 on veth0 and rxe1 on veth1. Servers
-// listen on rxe0's address, clients bind to rxe1's, so that every
-// connection crosses the veth pair.
+// The test VM's addresses on the fabric this run tests
+// (testenv.CurrentFabric: rxe0 and rxe1, or siw0 and siw1). Servers
+// listen on device 0's address, clients bind to device 1's, so that
+// every connection crosses the fabric's veth pair.
 var (
-	serverIP = netip.MustParseAddr("198.18.0.1")
-	clientIP = netip.MustParseAddr("198.18.0.2")
+	serverIP = testenv.Server()
+	clientIP = testenv.Client()
 	clientAP = netip.AddrPortFrom(clientIP, 0)
+	// serverDev and clientDev are the devices of those addresses.
+	serverDev = testenv.CurrentFabric().Devs[0]
+	clientDev = testenv.CurrentFabric().Devs[1]
 )
 
 // needDevices fails inside the VM and skips on a plain host unless both
-// rxe devices are there.
+// devices of the fabric are there.
 func needDevices(t *testing.T) {
 	t.Helper()
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 }
 
 // testContext is a context for one test, 30 s at most.
@@ -99,8 +103,14 @@ func dialer(t *testing.T, ctx context.Context, ps rdmacm.PortSpace, addr netip.A
 // connected is an RC client connected to addr with a qpConfig QP.
 func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.ID {
 	t.Helper()
+	return connectedWith(t, ctx, addr, qpConfig())
+}
+
+// connectedWith is connected with a QP of cfg.
+func connectedWith(t *testing.T, ctx context.Context, addr netip.AddrPort, cfg uverbs.QPConfig) *rdmacm.ID {
+	t.Helper()
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
-	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
+	if _, err := c.CreateQP(nil, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.ConnectContext(ctx, nil); err != nil {

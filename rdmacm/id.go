@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/internal/ucma"
 	"github.com/purerdma/rdma/uverbs"
 )
@@ -650,7 +651,14 @@ func (id *ID) Connect(p *ConnParam) error {
 	id.initDep, id.respRes = initDepth, respRes
 	id.mu.Unlock()
 	id.connectFailed.Store(false)
-	return opError(op, id.handle, id.file().Connect(id.handle, k))
+	err = id.file().Connect(id.handle, k)
+	if errors.Is(err, sys.ErrConnRefused) {
+		// iWARP connects its TCP stream inside the command: a port
+		// nobody listens on refuses it here, where InfiniBand and
+		// RoCE report a REJECTED event later.
+		err = fmt.Errorf("%w (nothing listens on the port): %w", ErrRejected, err)
+	}
+	return opError(op, id.handle, err)
 }
 
 // Accept accepts the connection request that created the ID

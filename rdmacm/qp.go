@@ -264,6 +264,11 @@ func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, agreed uint8) error 
 	if err != nil {
 		return err
 	}
+	if mask == 0 {
+		// Nothing to change: iWARP's RTS, which the kernel's CM makes
+		// when the connection is up (iw_cm_init_qp_attr asks for none).
+		return nil
+	}
 	if agreed != MaxResources {
 		switch state {
 		case uverbs.QPStateRTR:

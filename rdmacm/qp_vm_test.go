@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -85,6 +86,7 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait, receive
 // with InitQPAttr's attributes, CONNECT_RESPONSE reports the accept, and
 // Establish completes the connection.
 func TestEstablish(t *testing.T) {
+	testenv.NotIWARP(t, "iWARP has no CONNECT_RESPONSE: its CM moves the QP to RTS and reports ESTABLISHED")
 	needDevices(t)
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -20,6 +21,7 @@ const grhLen = 40
 // and address, to which it sends a datagram; the server answers the
 // sender found in the completion.
 func TestUDExchange(t *testing.T) {
+	testenv.NotIWARP(t, "iWARP has no UD QPs")
 	needDevices(t)
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceUDP)
@@ -149,6 +151,7 @@ func joinGroup(t *testing.T, ctx context.Context, addr netip.Addr, group netip.A
 // rxe0 sends a datagram to it, which both receive. After one leaves,
 // only the other receives the next.
 func TestMulticast(t *testing.T) {
+	testenv.NotIWARP(t, "iWARP has no UD QPs or multicast")
 	needDevices(t)
 	ctx := testContext(t)
 	group := netip.MustParseAddr("239.1.2.3")

@@ -258,9 +258,12 @@ func rdmaWR(wrID uint64, op uverbs.WROpcode, flags uverbs.SendFlags, r Remote) *
 // see DISCONNECTED while nobody reads the ID's events, it watches the
 // ID's private channel too, takes events queued there when no Next
 // waits on it, and keeps them for Next, which returns them first (see
-// EventChannel.Fd). It returns ctx.Err() when ctx ends first, ErrClosed
-// when the ID is closed, and ErrBusy at once when another goroutine
-// waits for completions of the same CQ.
+// EventChannel.Fd). On iWARP the peer's close moves the QP to ERR, which
+// flushes its requests, often before DISCONNECTED arrives: a flushed
+// completion's error matches ErrDisconnected there too. It returns
+// ctx.Err() when ctx ends first, ErrClosed when the ID is closed, and
+// ErrBusy at once when another goroutine waits for completions of the
+// same CQ.
 func (id *ID) GetSendComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
 	cq, ch := id.sendCQ, id.sendCh

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -106,13 +107,26 @@ func TestVectoredAndInline(t *testing.T) {
 	if wc, err := c.GetSendComp(ctx); err != nil || wc.Opcode != uverbs.WCRDMAWrite {
 		t.Fatalf("writev completion %+v %v", wc, err)
 	}
-	if err := c.PostReadv(7, []uverbs.SGE{sge(cmr, 2000, 2), sge(cmr, 2100, 6)}, uverbs.SendSignaled, remote); err != nil {
+	readv := []uverbs.SGE{sge(cmr, 2000, 2), sge(cmr, 2100, 6)}
+	if testenv.CurrentFabric().IWARP {
+		// siw reads into one entry (its kernel ignores the others):
+		// refused before the queue, then read into one.
+		if err := c.PostReadv(7, readv, uverbs.SendSignaled, remote); !errors.Is(err, uverbs.ErrNotSupported) {
+			t.Fatalf("readv into 2 entries on siw = %v, want ErrNotSupported", err)
+		}
+		readv = []uverbs.SGE{sge(cmr, 2000, 8)}
+	}
+	if err := c.PostReadv(7, readv, uverbs.SendSignaled, remote); err != nil {
 		t.Fatal(err)
 	}
 	if wc, err := c.GetSendComp(ctx); err != nil || wc.Opcode != uverbs.WCRDMARead {
 		t.Fatalf("readv completion %+v %v", wc, err)
 	}
-	if string(cbuf[2000:2002])+string(cbuf[2100:2106]) != "gathered" {
-		t.Fatalf("readv got %q %q", cbuf[2000:2002], cbuf[2100:2106])
+	if got := string(cbuf[2000:2002]) + string(cbuf[2100:2106]); len(readv) == 1 {
+		if string(cbuf[2000:2008]) != "gathered" {
+			t.Fatalf("read got %q", cbuf[2000:2008])
+		}
+	} else if got != "gathered" {
+		t.Fatalf("readv got %q", got)
 	}
 }

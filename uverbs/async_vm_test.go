@@ -166,8 +166,8 @@ func restoreOrder(t *testing.T, want []string) {
 	}
 }
 
-// waitPortsReady waits until port 1 of every RDMA device is ACTIVE and
-// has a RoCE v2 GID with an IPv4 address again.
+// waitPortsReady waits until port 1 of every RDMA device is ACTIVE and,
+// for RoCE, has a RoCE v2 GID with an IPv4 address again.
 func waitPortsReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -179,7 +179,7 @@ func waitPortsReady(timeout time.Duration) error {
 		for _, d := range devs {
 			if len(d.Ports) == 0 || d.Ports[0].State != uverbs.PortActive {
 				notReady = append(notReady, d.Name+" not ACTIVE")
-			} else if !hasIPv4GID(d.Name) {
+			} else if d.Transport == uverbs.TransportIB && !hasIPv4GID(d.Name) { // RoCE: iWARP has no GID table
 				notReady = append(notReady, d.Name+" has no RoCE v2 IPv4 GID")
 			}
 		}

@@ -148,7 +148,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 		PDHandle:    pd.handle,
 		AccessFlags: uint32(kaccess),
 	}
-	err = c.fd.Command("uverbs REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, abi.Bytes(&req), abi.Bytes(&resp))
+	err = c.regMRCommand(&req, &resp)
 	runtime.KeepAlive(buf)
 	if err != nil {
 		st.unhold()
@@ -161,6 +161,22 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	c.track(&mr.resource)
 	c.log.Debug("uverbs: MR registered", "handle", resp.MRHandle, "len", st.length, "access", kaccess, "lkey", mr.pv.LKey, "rkey", mr.pv.RKey)
 	return mr, nil
+}
+
+// regMRCommand runs REG_MR, with the provider's driver data when it has
+// some (siw's stag key: its kernel refuses a registration without).
+func (c *Context) regMRCommand(req *abi.RegMR, resp *abi.RegMRResp) error {
+	d, ok := c.prov.(provider.MRDriverData)
+	if !ok {
+		return c.fd.Command("uverbs REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, abi.Bytes(req), abi.Bytes(resp))
+	}
+	drvIn, drvOutLen := d.RegMRDriverData()
+	out := make([]byte, len(abi.Bytes(resp))+drvOutLen)
+	req.Response = uint64(sys.PointerTo(out))
+	in := append(append([]byte(nil), abi.Bytes(req)...), drvIn...)
+	err := c.fd.Command("uverbs REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, in, out)
+	copy(abi.Bytes(resp), out)
+	return err
 }
 
 // checkMRSize checks a registration's length against the device's

@@ -8,6 +8,7 @@ import (
 	"github.com/purerdma/rdma/uverbs/internal/mlx5"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
 	"github.com/purerdma/rdma/uverbs/internal/rxe"
+	"github.com/purerdma/rdma/uverbs/internal/siw"
 )
 
 // The providers, one package per driver, behind the interface of
@@ -19,6 +20,8 @@ func newProvider(c *Context) provider.Provider {
 		return rxe.New((*provCtx)(c))
 	case abi.RDMA_DRIVER_MLX5:
 		return mlx5.NewProvider((*provCtx)(c))
+	case abi.RDMA_DRIVER_SIW:
+		return siw.New((*provCtx)(c))
 	}
 	return noProvider{driver: c.dev.DriverName, id: c.driverID}
 }
@@ -66,7 +69,7 @@ type noProvider struct {
 }
 
 func (p noProvider) err() error {
-	return fmt.Errorf("uverbs: driver %q (id %d) has no purerdma provider, only rxe and mlx5 have: queues %w", p.driver, p.id, ErrNotSupported)
+	return fmt.Errorf("uverbs: driver %q (id %d) has no purerdma provider, only rxe, siw and mlx5 have: queues %w", p.driver, p.id, ErrNotSupported)
 }
 func (p noProvider) Name() string                   { return p.driver }
 func (noProvider) ContextDriverData() ([]byte, int) { return nil, 0 }

@@ -228,6 +228,25 @@ func checkTransition(typ QPType, cur, next QPState, mask QPAttrMask) error {
 	return nil
 }
 
+// iwarpQPAttrs are the attributes an iWARP QP's Modify may carry: the
+// state, the access flags and the port (what the kernel's rdma_cm asks
+// for, iw_cm_init_qp_attr), and the read depths and capacities siw reads.
+const iwarpQPAttrs = QPAttrState | QPAttrCurState | QPAttrAccessFlags | QPAttrPort | QPAttrPKeyIndex |
+	QPAttrMaxQPRdAtomic | QPAttrMaxDestRdAtomic | QPAttrCap | QPAttrEnSQDAsyncNotify
+
+// checkTransitionIWARP is checkTransition for an iWARP QP: valid states,
+// and no attribute iWARP has no use for (an address vector, PSNs,
+// timeouts: the TCP connection carries those).
+func checkTransitionIWARP(cur, next QPState, mask QPAttrMask) error {
+	if cur > QPStateErr || next > QPStateErr {
+		return fmt.Errorf("uverbs: modify QP: state %v -> %v: %w", cur, next, errInvalid)
+	}
+	if extra := mask &^ iwarpQPAttrs; extra != 0 {
+		return fmt.Errorf("uverbs: modify iWARP QP %v -> %v: attributes %v do not apply to iWARP (its connection manager sets up the path): %w", cur, next, extra, errInvalid)
+	}
+	return nil
+}
+
 // Modify changes the QP's attributes and state (ibv_modify_qp). mask
 // selects the fields of attr to apply; with QPAttrState it is a state
 // transition, checked against the IB spec's table before the kernel is
@@ -268,7 +287,14 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrState != 0 {
 		next = attr.State
 	}
-	if err := checkTransition(qp.typ, cur, next, mask); err != nil {
+	if qp.ctx.dev.Transport == TransportIWARP {
+		// iWARP: the IB table does not apply (the kernel checks no
+		// iWARP modify against it); the connection manager moves the
+		// QP to RTS when the connection is up (rdmacm).
+		if err := checkTransitionIWARP(cur, next, mask); err != nil {
+			return err
+		}
+	} else if err := checkTransition(qp.typ, cur, next, mask); err != nil {
 		return err
 	}
 	if err := qp.checkGRH(attr, mask, cur, next); err != nil {
@@ -379,7 +405,9 @@ func ahAttrFromDest(d abi.QPDest) AHAttr {
 
 // Query reads the QP's attributes (ibv_query_qp). The kernel reports
 // all of them; mask is passed along for devices that read it. It also
-// refreshes State.
+// refreshes State, except on siw, whose kernel driver does not report
+// it: there State is the state the QP was last moved to (by Modify, or
+// by rdmacm when the connection came up).
 func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	if qp == nil {
 		return QPAttr{}, errNil("QP.Query", "QP")
@@ -404,6 +432,12 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 		MaxRdAtomic: resp.MaxRDAtomic, MaxDestRdAtomic: resp.MaxDestRDAtomic, MinRNRTimer: resp.MinRNRTimer,
 		PortNum: int(resp.PortNum), Timeout: resp.Timeout, RetryCnt: resp.RetryCnt, RNRRetry: resp.RNRRetry,
 		AltPortNum: int(resp.AltPortNum), AltTimeout: resp.AltTimeout, SQSigAll: resp.SQSigAll != 0,
+	}
+	if qp.ctx.driverID == abi.RDMA_DRIVER_SIW {
+		// siw's QUERY_QP leaves the state out (it reads as RESET):
+		// report the state this QP was last moved to.
+		a.State = QPState(qp.pv.State.Load() & 0xff)
+		return a, nil
 	}
 	qp.pv.State.Store(uint32(a.State))
 	return a, nil

@@ -765,6 +765,13 @@ func (c *rpConn) next(ctx context.Context) (uverbs.WCOpcode, rpingInfo, error) {
 			continue
 		}
 		wc := &c.wc[0]
+		if wc.Status == uverbs.WCWRFlushErr {
+			// As rping: a flushed request is the connection going
+			// down; the DISCONNECTED event ends the wait (ctx). On
+			// siw the flush often comes before the event.
+			c.out.debugf("%v flushed\n", wc.Opcode)
+			continue
+		}
 		if err := wc.Status.Err(); err != nil {
 			return 0, rpingInfo{}, ended(ctx, fmt.Errorf("%v completion failed: status %d: %w", wc.Opcode, wc.Status, err))
 		}

@@ -24,14 +24,21 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// The ping tests run servers on rxe0's address and clients towards it
-// from rxe1's (docs/testing.md): the Go command in the test process, or
-// rdma-core's rping.
-const (
-	rpServerAddr = "198.18.0.1"
-	rpClientAddr = "198.18.0.2"
-	rpRunTimeout = 2 * time.Minute // bounds each run; a hang fails
+// The ping tests run servers on device 0's address of the fabric under
+// test and clients towards it from device 1's (rxe0 and rxe1, or siw0
+// and siw1 with PURERDMA_FABRIC=siw; docs/testing.md): the Go command in
+// the test process, or rdma-core's rping.
+var (
+	rpServerAddr = testenv.Server().String()
+	rpClientAddr = testenv.Client().String()
 )
+
+const rpRunTimeout = 2 * time.Minute // bounds each run; a hang fails
+
+// qOnIWARP: -q ends with rdma_establish, which iWARP's CM refuses (its QP
+// is connected by the kernel); rdma-core's rping -q fails on siw the same
+// way ("rdma_establish: Invalid argument").
+const qOnIWARP = "-q's rdma_establish is refused by iWARP's CM (rping -q fails on siw too)"
 
 // rpPorts gives each run its own rdma_cm port, so that no run meets
 // another's listener.
@@ -242,7 +249,7 @@ func rpCheck(t *testing.T, server, client rpEnd, sr, cr rpResult, n, size int) {
 // default -S 64 a -S 100 client fails with a local protection error),
 // so both ends get -S 100.
 func TestPingInterop(t *testing.T) {
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	const n, size = 10, 100
 	srv := []string{"-s", "-a", rpServerAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-v"}
 	cli := []string{"-c", "-a", rpServerAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-v", "-V"}
@@ -257,6 +264,9 @@ func TestPingInterop(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if strings.Contains(tt.name, "-q") {
+				testenv.NotIWARP(t, qOnIWARP)
+			}
 			start := time.Now()
 			sr, cr := rpPair(t, tt.server, tt.client)
 			rpCheck(t, tt.server, tt.client, sr, cr, n, size)
@@ -268,7 +278,7 @@ func TestPingInterop(t *testing.T) {
 // TestPingGo runs the Go command against itself with -V for rping's
 // smallest, default and largest sizes and a page, and with -q.
 func TestPingGo(t *testing.T) {
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	const n = 10
 	for _, tt := range []struct {
 		size int
@@ -280,6 +290,9 @@ func TestPingGo(t *testing.T) {
 			name, q = name+"-q", []string{"-q"}
 		}
 		t.Run(name, func(t *testing.T) {
+			if tt.q {
+				testenv.NotIWARP(t, qOnIWARP)
+			}
 			s := strconv.Itoa(tt.size)
 			server := rpEnd{args: append([]string{"-s", "-a", rpServerAddr, "-S", s, "-v"}, q...)}
 			client := rpEnd{args: append([]string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", strconv.Itoa(n), "-S", s, "-v", "-V"}, q...)}

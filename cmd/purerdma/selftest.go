@@ -169,6 +169,12 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if dev.Transport == uverbs.TransportIWARP {
+		// The checks connect their QPs by hand (INIT, RTR with an
+		// address, RTS); an iWARP QP reaches RTS only through the
+		// rdma_cm.
+		return nil, fmt.Errorf("%s is an iWARP device: selftest connects its QPs by hand, which iWARP does not allow (its QPs connect through the rdma_cm): %w", dev.Name, uverbs.ErrNotSupported)
+	}
 	c, err := dev.Open(nil)
 	if err != nil {
 		return nil, err

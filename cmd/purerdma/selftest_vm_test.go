@@ -169,9 +169,12 @@ func TestSelftestLostCompletion(t *testing.T) {
 }
 
 // TestHWCheckScript runs scripts/hwcheck with this test binary as
-// purerdma: a table for each of the VM's devices naming its driver, exit
-// 0; a device that fails (here one that does not exist) makes it exit 1
-// and name the device.
+// purerdma: a table for each of the VM's rxe devices naming its driver,
+// exit 0; a device that fails (here one that does not exist) makes it
+// exit 1 and name the device. The siw devices are left out: selftest
+// connects its QPs by hand, which iWARP does not allow (an iWARP QP
+// reaches RTS only through the rdma_cm), so selftest does not run on
+// siw yet (docs/providers.md).
 func TestHWCheckScript(t *testing.T) {
 	testenv.Devices(t, 2)
 	run := func(devices string, args ...string) (int, string) {
@@ -184,7 +187,7 @@ func TestHWCheckScript(t *testing.T) {
 		}
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
-	code, out := run("", "-iters", "1000")
+	code, out := run("rxe0 rxe1", "-iters", "1000")
 	for _, want := range []string{"=== rxe0 (kernel driver rxe)\n", "=== rxe1 (kernel driver rxe)\n", "provider    rxe",
 		"20 passed, 0 failed, 0 n/a\n", "hwcheck: every check passed on 2 device(s)\n"} {
 		if !strings.Contains(out, want) {

@@ -8,6 +8,7 @@
 //	rdma/rdma_user_ioctl.h      the ioctl numbers
 //	rdma/rdma_user_cm.h         the commands of /dev/infiniband/rdma_cm
 //	rdma/rdma_user_rxe.h        soft-RoCE's queue and work request layout
+//	rdma/siw-abi.h              soft-iWARP's queues, work requests and driver data
 //	rdma/mlx5-abi.h             mlx5's driver data (ConnectX)
 //	rdma/mlx5_user_ioctl_*.h    mlx5's ioctl objects (UAR allocation)
 //

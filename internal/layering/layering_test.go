@@ -38,10 +38,15 @@ var allowed = map[string][]string{
 	"uverbs/internal/provider": {"mmio", "internal/sys"},
 	"uverbs/internal/rxe":      {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
 	"uverbs/internal/mlx5":     {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
+	"uverbs/internal/siw":      {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
+	"uverbs/examples":          nil, // the manual's RC example's test (it runs the built programs)
+	"uverbs/examples/":         {"uverbs"},
 	"rdmacm":                   {"uverbs", "mmio", "internal/"},
 	"rpma":                     {"rdmacm", "uverbs", "mmio", "spin", "internal/"},
 	"rsocket":                  {"rdmacm", "uverbs", "spin", "internal/sys"},
 	"rpma/examples":            {"rpma/examples/", "internal/", "testenv"},
+	"rdmacm/examples":          nil, // the manual's rdma_cm examples' test
+	"rdmacm/examples/":         {"rdmacm", "uverbs", "rdmacm/examples/"},
 	"rpma/examples/":           {"rpma", "uverbs", "mmio", "rpma/examples/"},
 	"spin":                     {"internal/cycles"},
 	"testenv":                  {"uverbs", "internal/"},

@@ -96,3 +96,7 @@ func errnoErr(op string, err error) error {
 func InUse(op string, users int) error {
 	return &Error{Op: op, Err: fmt.Errorf("%w: %d objects still use it", syscall.EBUSY, users)}
 }
+
+// ErrnoText is the text of errno n ("connection reset by peer"), for
+// statuses the kernel reports as numbers.
+func ErrnoText(n int) string { return syscall.Errno(n).Error() }

@@ -198,9 +198,35 @@ func (f *File) QueryAddr(id uint32) (abi.UCMQueryAddrResp, error) {
 
 // Connect starts connecting (RDMA_USER_CM_CMD_CONNECT). p.Valid must be
 // set.
+//
+// The write runs with signals blocked (sys.RawWriteNoSignals): on iWARP
+// the kernel connects a TCP socket inside it, and a signal would abort
+// that connect half done.
 func (f *File) Connect(id uint32, p *abi.UCMConnParam) error {
 	req := abi.UCMConnect{ID: id, ConnParam: *p}
-	return f.send("rdma_cm CONNECT", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req))
+	s, err := sys.GetScratch()
+	if err != nil {
+		return err
+	}
+	defer s.Release()
+	b := command(s, abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), 0)
+	const op = "rdma_cm CONNECT"
+	if f.kernel != nil {
+		return wrap(op, f.kernel(b))
+	}
+	var n int
+	err = f.f.Control(func(fd int) error {
+		var err error
+		n, err = sys.RawWriteNoSignals(fd, b)
+		return err
+	})
+	if err != nil {
+		return wrap(op, err)
+	}
+	if n != len(b) {
+		return &sys.Error{Op: op, Err: fmt.Errorf("short write: %d of %d bytes", n, len(b))}
+	}
+	return nil
 }
 
 // Listen starts listening (RDMA_USER_CM_CMD_LISTEN); the kernel caps the

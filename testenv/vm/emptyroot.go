@@ -235,7 +235,7 @@ func sortedValues(m map[string]string) []string {
 
 // writeEmptyRootInitramfs writes the empty-root VM's initramfs to dst.
 func writeEmptyRootInitramfs(dst string, k Kernel, r *EmptyRoot, marker string, dmesg bool) error {
-	mods, err := resolveModules(k.ModulesDir(), emptyRootModules)
+	mods, err := resolveModules(k.ModulesDir(), nil, emptyRootModules)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,10 @@ const (
 	// IPv6 unique local addresses of the same veths.
 	addr6_0 = "fd00:198:18::1"
 	addr6_1 = "fd00:198:18::2"
+	// The siw devices' veth pair (veth2, veth3): addresses of their own,
+	// so rdma_cm picks siw or rxe by the address bound or resolved.
+	siwAddr0 = "198.18.1.1"
+	siwAddr1 = "198.18.1.2"
 )
 
 // IsGuest reports whether the process was started by the VM's init as the
@@ -77,6 +81,9 @@ func guestRun() guestStatus {
 		return guestStatus{Error: err.Error()}
 	}
 	if err := setupRXE(); err != nil {
+		return guestStatus{Error: err.Error()}
+	}
+	if err := setupSiw(ipCommand); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
 	if err := setupPmem(); err != nil {
@@ -196,18 +203,67 @@ func ipCommand(args ...string) error { return run("ip", args...) }
 // setupRXE adds rxe0 on veth0 and rxe1 on veth1 over RDMA netlink and
 // waits for both ports to be ACTIVE.
 func setupRXE() error {
+	return addLinks("rxe", [][2]string{{"rxe0", "veth0"}, {"rxe1", "veth1"}})
+}
+
+// siwNetworkCommands build veth2 (siwAddr0) <-> veth3 (siwAddr1) with the
+// routing of the rxe pair (tables 103 and 104), IPv4 only.
+var siwNetworkCommands = [][]string{
+	{"link", "add", "veth2", "type", "veth", "peer", "name", "veth3"},
+	{"addr", "add", siwAddr0 + "/24", "dev", "veth2"},
+	{"addr", "add", siwAddr1 + "/24", "dev", "veth3"},
+	{"link", "set", "veth2", "up"},
+	{"link", "set", "veth3", "up"},
+	{"route", "add", siwAddr1, "dev", "veth2", "src", siwAddr0, "table", "103"},
+	{"route", "add", siwAddr0, "dev", "veth3", "src", siwAddr1, "table", "104"},
+	{"rule", "add", "pref", "13", "iif", "lo", "from", siwAddr0, "to", siwAddr1, "lookup", "103"},
+	{"rule", "add", "pref", "14", "iif", "lo", "from", siwAddr1, "to", siwAddr0, "lookup", "104"},
+	{"rule", "add", "pref", "15", "iif", "lo", "from", "0.0.0.0/32", "to", siwAddr0, "lookup", "104"},
+}
+
+// setupSiw builds the siw pair's network (after setupNetwork) and adds
+// siw0 on veth2 and siw1 on veth3.
+func setupSiw(ip func(args ...string) error) error {
+	for _, c := range siwNetworkCommands {
+		if err := ip(c...); err != nil {
+			return err
+		}
+	}
+	for _, dev := range []string{"veth2", "veth3"} {
+		for k, v := range map[string]string{"accept_local": "1", "rp_filter": "0"} {
+			if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+dev+"/"+k, []byte(v), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range [][3]string{{siwAddr1, "veth3", "veth2"}, {siwAddr0, "veth2", "veth3"}} {
+		mac, err := os.ReadFile("/sys/class/net/" + n[1] + "/address")
+		if err != nil {
+			return err
+		}
+		if err := ip("neigh", "replace", n[0], "lladdr", strings.TrimSpace(string(mac)), "dev", n[2], "nud", "permanent"); err != nil {
+			return err
+		}
+	}
+	return addLinks("siw", [][2]string{{"siw0", "veth2"}, {"siw1", "veth3"}})
+}
+
+// addLinks adds RDMA links of kind over RDMA netlink ({name, netdev}) and
+// waits for their ports to be ACTIVE.
+func addLinks(kind string, links [][2]string) error {
 	c, err := rdmanl.Dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	for _, l := range [][2]string{{"rxe0", "veth0"}, {"rxe1", "veth1"}} {
-		if err := c.NewLink(l[0], "rxe", l[1]); err != nil {
+	for _, l := range links {
+		if err := c.NewLink(l[0], kind, l[1]); err != nil {
 			return err
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for _, dev := range []string{"rxe0", "rxe1"} {
+	for _, l := range links {
+		dev := l[0]
 		for {
 			b, _ := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/state")
 			if strings.Contains(string(b), "ACTIVE") {

@@ -24,8 +24,8 @@ const busyboxPath = "/bin/busybox"
 // buildInitramfs writes (once per input set) an uncompressed initramfs
 // for k and returns its path. Uncompressed because decompressing it
 // under TCG costs more than reading it.
-func buildInitramfs(k Kernel) (string, error) {
-	mods, err := resolveModules(k.ModulesDir(), bootModules)
+func buildInitramfs(k Kernel, siw string) (string, error) {
+	mods, err := resolveModules(k.ModulesDir(), map[string]string{"siw": siw}, bootModules)
 	if err != nil {
 		return "", err
 	}

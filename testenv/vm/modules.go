@@ -21,6 +21,9 @@ var bootModules = []string{
 	"crc32_generic",
 	"virtio_pci", "9pnet_virtio", "9p", "overlay",
 	"ib_uverbs", "rdma_ucm", "rdma_rxe",
+	// siw (built here, SiwModule) checksums MPA frames with the crypto
+	// API's "crc32c", which must be loaded before it for the same reason.
+	"crc32c_generic", "siw",
 	"veth", "dummy",
 	// Persistent memory: the NVDIMM (nfit, nd_pmem) as device DAX.
 	"nfit", "nd_pmem", "dax_pmem", "device_dax",
@@ -33,8 +36,9 @@ type module struct {
 }
 
 // resolveModules returns the modules needed for roots in load order
-// (dependencies first).
-func resolveModules(modDir string, roots []string) ([]module, error) {
+// (dependencies first). extra names modules outside modDir (siw.ko) by
+// name.
+func resolveModules(modDir string, extra map[string]string, roots []string) ([]module, error) {
 	files := map[string]string{} // normalized name -> path
 	err := filepath.WalkDir(filepath.Join(modDir, "kernel"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -50,6 +54,9 @@ func resolveModules(modDir string, roots []string) ([]module, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rxevm: modules: %w", err)
+	}
+	for name, p := range extra {
+		files[normalizeModule(name)] = p
 	}
 	builtin := map[string]bool{}
 	if b, err := os.ReadFile(filepath.Join(modDir, "modules.builtin")); err == nil {

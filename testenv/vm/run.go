@@ -122,7 +122,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.EmptyRoot != nil {
 		return runEmptyRoot(ctx, cfg, k, logf)
 	}
-	initrd, err := buildInitramfs(k)
+	siw, err := SiwModule(ctx, k, logf)
+	if err != nil {
+		return res, err
+	}
+	initrd, err := buildInitramfs(k, siw)
 	if err != nil {
 		return res, err
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,7 +148,14 @@ func TestResolveModules(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := Kernel{Dir: d, Release: rel}
-		mods, err := resolveModules(k.ModulesDir(), bootModules)
+		// siw.ko is built on a VM's first boot (SiwModule); before that
+		// the order is checked without it.
+		siw := filepath.Join(filepath.Dir(d), "siw-"+filepath.Base(d), "siw.ko")
+		roots := bootModules
+		if _, err := os.Stat(siw); err != nil {
+			roots = slices.DeleteFunc(slices.Clone(roots), func(m string) bool { return m == "siw" })
+		}
+		mods, err := resolveModules(k.ModulesDir(), map[string]string{"siw": siw}, roots)
 		if err != nil {
 			t.Fatalf("%s: %v", rel, err)
 		}

@@ -242,6 +242,9 @@ type SRQQueue interface {
 //     count the command passes, and its Release undoes the preparation
 //     when the command fails; CQQueue.Resized finishes after it succeeds.
 //   - QPResetter: the QP went to RESET: its rings start over.
+//   - MRDriverData (a Provider's): REG_MR's driver request and the size
+//     of its driver response (siw's stag key); without it REG_MR has
+//     none.
 //   - FixedSize: the queue cannot be resized (CQ.Resize and an SRQ's
 //     MaxWR are refused before any kernel call); the text says why.
 type (
@@ -252,6 +255,9 @@ type (
 	CQResizer interface {
 		ResizeReq(size int) (req DriverReq, same bool, err error)
 	}
-	QPResetter interface{ Reset() }
-	FixedSize  interface{ FixedSize() string }
+	QPResetter   interface{ Reset() }
+	MRDriverData interface {
+		RegMRDriverData() (in []byte, outLen int)
+	}
+	FixedSize interface{ FixedSize() string }
 )

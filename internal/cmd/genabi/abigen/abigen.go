@@ -33,6 +33,7 @@ var Headers = []string{
 	"rdma/rdma_user_ioctl.h",
 	"rdma/rdma_user_cm.h",
 	"rdma/rdma_user_rxe.h",
+	"rdma/siw-abi.h",
 	"rdma/mlx5-abi.h",
 	"rdma/mlx5_user_ioctl_verbs.h",
 	"rdma/mlx5_user_ioctl_cmds.h",
