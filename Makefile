@@ -63,7 +63,7 @@ unit: deps examples
 # then the gRPC example's (a module of its own: rsocket/examples/grpc);
 # the host-only source checks (layering, the ABI against the C headers)
 # ran in make unit and would only boot a VM to skip.
-HOSTONLY := internal/layering internal/abi internal/cmd/genabi cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike
+HOSTONLY := internal/layering internal/abi internal/cmd/genabi cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils/examplerun
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)

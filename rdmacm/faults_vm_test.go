@@ -30,23 +30,22 @@ func nextEvent(ch *rdmacm.EventChannel, d time.Duration) (*rdmacm.Event, error) 
 	return ch.Next(ctx)
 }
 
-// TestFaultLinkDeletedConnected removes an rxe device (RDMA netlink
+// TestFaultLinkDeletedConnected removes a device of the fabric (RDMA netlink
 // DELLINK) under an established connection whose two ends, and the
 // listener, are on it (rxe loops the traffic back). Each of the three
 // IDs gets DEVICE_REMOVAL on its channel; until they are closed the
-// kernel's removal waits, and the connection still carries messages.
+// kernel's removal waits, and on rxe the connection still carries
+// messages (siw stops it at DEVICE_REMOVAL).
 // Closing the IDs (which closes the QPs, CQs and the uverbs context the
 // package opened for them) succeeds and lets the removal finish; no
 // file descriptor is left.
 func TestFaultLinkDeletedConnected(t *testing.T) {
 	needDevices(t)
 	testenv.RequireRoot(t)
-	const (
-		netdev = "rxcmflt0"
-		name   = "rxecmfault"
-	)
+	const netdev = "rxcmflt0"
+	name := testenv.CurrentFabric().Name + "cmfault"
 	ip := netip.MustParseAddr("198.18.5.1")
-	nl, removed := rxeOn(t, netdev, name, ip)
+	nl, removed := linkOn(t, netdev, name, ip)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		d, err := uverbs.DeviceByName(name)
 		if err == nil && len(d.Ports) > 0 && d.Ports[0].State == uverbs.PortActive {
@@ -123,24 +122,30 @@ func TestFaultLinkDeletedConnected(t *testing.T) {
 			t.Errorf("%s: %v, want DEVICE_REMOVAL of its ID", x.what, ev)
 		}
 	}
-	// The removal waits for the IDs; the connection still works.
+	// The removal waits for the IDs.
 	select {
 	case err := <-delDone:
 		t.Fatalf("DELLINK returned (%v) with the IDs open", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	if err := srv.PostRecv(2, smr, 0, 64); err != nil {
-		t.Fatal(err)
-	}
-	copy(cmr.Bytes(), "after removal")
-	if err := c.PostSend(3, cmr, 0, 13, uverbs.SendSignaled); err != nil {
-		t.Fatal(err)
-	}
-	swc, serr := c.GetSendComp(ctx)
-	rwc, rerr := srv.GetRecvComp(ctx)
-	t.Logf("send during the removal: %v %v; receive %v %v", swc.Status, serr, rwc.Status, rerr)
-	if serr != nil || rerr != nil || string(smr.Bytes()[:13]) != "after removal" {
-		t.Errorf("send during the removal: %v, receive: %v, %q", serr, rerr, smr.Bytes()[:13])
+	// rxe keeps moving messages until the IDs close. siw stops its
+	// connection at DEVICE_REMOVAL: a send posted then neither runs nor
+	// completes (the QP is flushed when it is destroyed), so there the
+	// test goes straight on to closing.
+	if !testenv.CurrentFabric().IWARP {
+		if err := srv.PostRecv(2, smr, 0, 64); err != nil {
+			t.Fatal(err)
+		}
+		copy(cmr.Bytes(), "after removal")
+		if err := c.PostSend(3, cmr, 0, 13, uverbs.SendSignaled); err != nil {
+			t.Fatal(err)
+		}
+		swc, serr := c.GetSendComp(ctx)
+		rwc, rerr := srv.GetRecvComp(ctx)
+		t.Logf("send during the removal: %v %v; receive %v %v", swc.Status, serr, rwc.Status, rerr)
+		if serr != nil || rerr != nil || string(smr.Bytes()[:13]) != "after removal" {
+			t.Errorf("send during the removal: %v, receive: %v, %q", serr, rerr, smr.Bytes()[:13])
+		}
 	}
 
 	for _, x := range []struct {

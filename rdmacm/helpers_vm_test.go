@@ -246,18 +246,19 @@ func pattern(n int, seed byte) []byte {
 	return b
 }
 
-// rxeOn adds a dummy netdev with ip/24 and an rxe device name on it,
-// for tests that remove a device. The device is deleted at cleanup
-// unless the test sets *removed after deleting it itself; nl is the
-// netlink connection to do that with (closed at cleanup).
-func rxeOn(t *testing.T, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, removed *bool) {
+// linkOn adds a dummy netdev with ip/24 and an RDMA device of the
+// fabric's kind (rxe or siw) named name on it, for tests that remove a
+// device. The device is deleted at cleanup unless the test sets
+// *removed after deleting it itself; nl is the netlink connection to do
+// that with (closed at cleanup).
+func linkOn(t *testing.T, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, removed *bool) {
 	t.Helper()
 	testenv.AddNetdev(t, netdev, ip.String()+"/24")
 	nl, err := rdmanl.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nl.NewLink(name, "rxe", netdev); err != nil {
+	if err := nl.NewLink(name, testenv.CurrentFabric().Name, netdev); err != nil {
 		nl.Close()
 		t.Fatal(err)
 	}

@@ -10,18 +10,16 @@ import (
 	"github.com/purerdma/rdma/testenv"
 )
 
-// TestDeviceRemoval removes an rxe device under a listening ID: the ID
+// TestDeviceRemoval removes a device of the fabric (rxe or siw) under a listening ID: the ID
 // gets DEVICE_REMOVAL, and closing it afterwards works and lets the
 // removal finish.
 func TestDeviceRemoval(t *testing.T) {
 	needDevices(t)
 	testenv.RequireRoot(t)
-	const (
-		netdev = "rxrm0"
-		name   = "rxeremove"
-	)
+	const netdev = "rxrm0"
+	name := testenv.CurrentFabric().Name + "remove"
 	addr := netip.MustParseAddr("198.18.2.1")
-	nl, removed := rxeOn(t, netdev, name, addr)
+	nl, removed := linkOn(t, netdev, name, addr)
 	sysfs := "/sys/class/infiniband/" + name
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(sysfs); err == nil {

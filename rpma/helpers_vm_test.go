@@ -10,9 +10,10 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// The test VM's addresses: servers listen on rxe0's, clients reach it
-// through rxe1.
-const serverAddr = "198.18.0.1"
+// The test VM's addresses on the fabric under test
+// (testenv.CurrentFabric): servers listen on device 0's (rxe0 or siw0),
+// clients reach it through device 1.
+var serverAddr = testenv.Server().String()
 
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -24,7 +25,7 @@ func testContext(t *testing.T) context.Context {
 // close with the test.
 func newPeer(t *testing.T, ctx context.Context, side rpma.Side) *rpma.Peer {
 	t.Helper()
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	dc, err := rpma.DeviceContext(ctx, serverAddr, side)
 	if err != nil {
 		t.Fatalf("DeviceContext(%s, %v): %v", serverAddr, side, err)

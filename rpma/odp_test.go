@@ -86,3 +86,27 @@ func TestUsageAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageAccessIWARP: librpma's one difference on iWARP (a read's sink
+// takes remote write: the read response is a tagged write into it).
+func TestUsageAccessIWARP(t *testing.T) {
+	for _, tc := range []struct {
+		usage rpma.Usage
+		iwarp bool
+		want  uverbs.Access
+	}{
+		{rpma.UsageReadSrc, false, uverbs.AccessRemoteRead},
+		{rpma.UsageReadSrc, true, uverbs.AccessRemoteRead},
+		{rpma.UsageReadDst, false, uverbs.AccessLocalWrite},
+		{rpma.UsageReadDst, true, uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite},
+		{rpma.UsageWriteSrc, true, uverbs.AccessLocalWrite},
+		{rpma.UsageWriteDst, true, uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite},
+		{rpma.UsageRecv, true, uverbs.AccessLocalWrite},
+	} {
+		p := rpma.NewTestPeer(false)
+		p.SetIWARP(tc.iwarp)
+		if got := p.Access(tc.usage); got != tc.want {
+			t.Errorf("usage %v on iWARP %v: access %v, want %v", tc.usage, tc.iwarp, got, tc.want)
+		}
+	}
+}

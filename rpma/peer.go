@@ -23,7 +23,10 @@ type Peer struct {
 	odp         bool
 	atomicWrite bool
 	flush       bool
-	closed      atomic.Bool
+	// iwarp: an iWARP device, whose read sinks need remote write
+	// (the RDMA READ response is a tagged write into them).
+	iwarp  bool
+	closed atomic.Bool
 
 	// regMR registers memory; a test replaces it to exercise the
 	// on-demand-paging retry.
@@ -41,7 +44,7 @@ func NewPeer(ctx *uverbs.Context) (*Peer, error) {
 	if err != nil {
 		return nil, provider(op, err)
 	}
-	p := &Peer{ctx: ctx}
+	p := &Peer{ctx: ctx, iwarp: ctx.Device().Transport == uverbs.TransportIWARP}
 	p.atomicWrite = attr.SupportsAtomicWrite()
 	g, per := attr.SupportsFlush()
 	p.flush = g && per // librpma's rule: both kinds, or neither is used
@@ -139,6 +142,9 @@ func (p *Peer) access(u Usage) uverbs.Access {
 	}
 	if u&(UsageReadDst|UsageWriteSrc|UsageRecv) != 0 {
 		a |= uverbs.AccessLocalWrite
+	}
+	if u&UsageReadDst != 0 && p.iwarp {
+		a |= uverbs.AccessRemoteWrite // librpma's iWARP rule
 	}
 	if u&UsageWriteDst != 0 {
 		a |= uverbs.AccessRemoteWrite | uverbs.AccessLocalWrite

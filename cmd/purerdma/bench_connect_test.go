@@ -81,19 +81,44 @@ func TestBenchConnectVM(t *testing.T) {
 			defer cancel()
 			srvCtx, stopServer := context.WithCancel(ctx)
 			served := make(chan error, 1)
+			// The client starts once the server listens: a client run
+			// begun earlier fails part way, and the requests of it that
+			// reached the server after all are gone by the time the
+			// server takes them (INIT_QP_ATTR then fails: EINVAL).
+			pr, pw := io.Pipe()
 			var srvOut bytes.Buffer
 			go func() {
-				served <- runBenchConnect(srvCtx, []string{"-b", "198.18.0.1", "-p", port, "-accepters", accepters}, &srvOut, io.Discard)
+				err := runBenchConnect(srvCtx, []string{"-b", "198.18.0.1", "-p", port, "-accepters", accepters}, pw, io.Discard)
+				pw.CloseWithError(err)
+				served <- err
 			}()
-			var out bytes.Buffer
-			var err error
-			for try := 0; try < 50; try++ { // until the server listens
-				out.Reset()
-				if err = runBenchConnect(ctx, []string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-p", port, "-c", "20", "-json"}, &out, io.Discard); err == nil {
-					break
+			listening, readDone := make(chan bool, 1), make(chan struct{})
+			go func() {
+				defer close(readDone)
+				buf := make([]byte, 4096)
+				said := false
+				for {
+					n, err := pr.Read(buf)
+					srvOut.Write(buf[:n])
+					if !said && strings.Contains(srvOut.String(), "listening on") {
+						said = true
+						listening <- true
+					}
+					if err != nil {
+						if !said {
+							listening <- false
+						}
+						return
+					}
 				}
-				time.Sleep(100 * time.Millisecond)
+			}()
+			if !<-listening {
+				stopServer()
+				<-readDone
+				t.Fatalf("server did not listen: %v: %s", <-served, srvOut.String())
 			}
+			var out bytes.Buffer
+			err := runBenchConnect(ctx, []string{"-s", "198.18.0.1", "-b", "198.18.0.2", "-p", port, "-c", "20", "-json"}, &out, io.Discard)
 			stopServer()
 			if err != nil {
 				t.Fatalf("client: %v", err)
@@ -101,6 +126,7 @@ func TestBenchConnectVM(t *testing.T) {
 			if err := <-served; err != nil {
 				t.Fatalf("server: %v", err)
 			}
+			<-readDone // the server closed the pipe: all its output is in
 			if strings.Contains(srvOut.String(), "connect request:") {
 				t.Errorf("server reported failures:\n%s", srvOut.String())
 			}

@@ -54,6 +54,10 @@ var allowed = map[string][]string{
 	"cmd/":                     {"uverbs", "rdmacm", "rpma", "rsocket", "mmio", "spin", "internal/", "testenv/vm"},
 	"examples":                 nil,                                                // their test (it runs the built programs)
 	"examples/":                {"uverbs", "rdmacm", "rpma", "rsocket", "testenv"}, // docs/getting-started.md's programs
+
+	// Runs the manual's example programs, Go and C, for the tests of
+	// uverbs/examples and rdmacm/examples.
+	"internal/testutils/examplerun": {"testenv"},
 }
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/internal/testutils/examplerun"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
@@ -59,17 +60,17 @@ func program(t *testing.T, i impl, example string) (string, bool) {
 		if example == "mckey" {
 			flags = []string{"-g", "-Wall", "-D_GNU_SOURCE", "-O2"}
 		}
-		return cBinary(t, example+"/testdata/"+example+".c", flags, "-libverbs", "-lrdmacm"), true
+		return examplerun.CBinary(t, example+"/testdata/"+example+".c", flags, "-libverbs", "-lrdmacm"), true
 	case rdmacoreMC:
 		return "/usr/bin/mckey", true
 	}
-	return goBinary(t, example), false
+	return examplerun.GoBinary(t, example), false
 }
 
-func run(t *testing.T, ctx context.Context, name string, i impl, example string, args ...string) *proc {
+func run(t *testing.T, ctx context.Context, name string, i impl, example string, args ...string) *examplerun.Proc {
 	t.Helper()
 	path, c := program(t, i, example)
-	return start(t, ctx, name+" ("+string(i)+")", path, example, c, args...)
+	return examplerun.Start(t, ctx, name+" ("+string(i)+")", path, example, c, args...)
 }
 
 func testContext(t *testing.T) context.Context {
@@ -83,17 +84,16 @@ func testContext(t *testing.T) context.Context {
 // rdma-core's post their datagrams unsignaled and destroy the QP at
 // once, which can drop datagrams the device has not sent yet (the Go
 // port waits for its last one). Each run's output is checked with want.
-func sendUntil(t *testing.T, ctx context.Context, recv *proc, i impl, example string, want []string, args ...string) {
+func sendUntil(t *testing.T, ctx context.Context, recv *examplerun.Proc, i impl, example string, want []string, args ...string) {
 	t.Helper()
 	for n := 1; ; n++ {
 		s := run(t, ctx, fmt.Sprintf("sender #%d", n), i, example, args...)
-		s.expect(t, 0, want)
+		s.Expect(t, 0, want)
 		if i == goImpl || t.Failed() {
 			return
 		}
 		select {
-		case err := <-recv.done:
-			recv.done <- err
+		case <-recv.Exited():
 			return
 		case <-time.After(2 * time.Second):
 		}
@@ -132,9 +132,9 @@ func TestMckey(t *testing.T) {
 			ctx := testContext(t)
 			grp := group()
 			recv := run(t, ctx, "receiver", p.receiver, "mckey", "-m", grp, "-b", clientIP)
-			recv.waitFor(t, "mckey: joined dgid")
+			recv.WaitFor(t, "mckey: joined dgid")
 			sendUntil(t, ctx, recv, p.sender, "mckey", mckeyLines(true, grp, p.sender), "-s", "-m", grp, "-b", serverIP)
-			recv.expect(t, 0, mckeyLines(false, grp, p.receiver))
+			recv.Expect(t, 0, mckeyLines(false, grp, p.receiver))
 		})
 	}
 }
@@ -162,13 +162,13 @@ func TestMC(t *testing.T) {
 				sent = append(sent, fmt.Sprintf("sent message %d", i))
 				received = append(received, fmt.Sprintf("received message %d", i))
 			}
-			var recv *proc
+			var recv *examplerun.Proc
 			if p.receiver == rdmacoreMC {
 				recv = run(t, ctx, "receiver", p.receiver, "mckey", "-m", grp, "-b", clientIP, "-S", "64", "-C", "4")
-				recv.waitFor(t, "mckey: joined dgid")
+				recv.WaitFor(t, "mckey: joined dgid")
 			} else {
 				recv = run(t, ctx, "receiver", p.receiver, "mc", append([]string{"-m", grp, "-b", clientIP}, count...)...)
-				recv.waitFor(t, "waiting for messages...")
+				recv.WaitFor(t, "waiting for messages...")
 			}
 			if p.sender == rdmacoreMC {
 				sendUntil(t, ctx, recv, p.sender, "mckey", mckeyLines(true, grp, p.sender), "-s", "-m", grp, "-b", serverIP, "-S", "64", "-C", "4")
@@ -177,9 +177,9 @@ func TestMC(t *testing.T) {
 					append([]string{"-s", "-m", grp, "-b", serverIP}, count...)...)
 			}
 			if p.receiver == rdmacoreMC {
-				recv.expect(t, 0, mckeyLines(false, grp, p.receiver))
+				recv.Expect(t, 0, mckeyLines(false, grp, p.receiver))
 			} else {
-				recv.expect(t, 0, append([]string{joined, "waiting for messages..."}, received...))
+				recv.Expect(t, 0, append([]string{joined, "waiting for messages..."}, received...))
 			}
 		})
 	}
@@ -202,7 +202,7 @@ func TestSRQ(t *testing.T) {
 			ctx := testContext(t)
 			pt := port()
 			srv := run(t, ctx, "server", p.server, "srq", "-s", "-a", serverIP, "-p", pt)
-			srv.waitFor(t, "waiting for connection from client...")
+			srv.WaitFor(t, "waiting for connection from client...")
 			cli := run(t, ctx, "client", p.client, "srq", "-a", serverIP, "-p", pt)
 			var want []string
 			for i := 1; i <= 100; i++ {
@@ -211,7 +211,7 @@ func TestSRQ(t *testing.T) {
 					want = append(want, fmt.Sprintf("recv count: %d", (i+63)/64))
 				}
 			}
-			cli.expect(t, 0, want)
+			cli.Expect(t, 0, want)
 			want = []string{"waiting for connection from client..."}
 			for i := 1; i <= 100; i++ {
 				want = append(want, fmt.Sprintf(`~recv count: %d, qp_num: \d+`, i))
@@ -219,21 +219,21 @@ func TestSRQ(t *testing.T) {
 					want = append(want, fmt.Sprintf("send count: %d", (i+63)/64))
 				}
 			}
-			srv.expect(t, 0, want)
+			srv.Expect(t, 0, want)
 			// Each side's sends went round its 4 QPs, and the server saw
 			// them arrive on 4 QPs.
 			for _, x := range []struct {
-				p    *proc
+				p    *examplerun.Proc
 				line string
 			}{{cli, "send count"}, {srv, "recv count"}} {
 				qps := map[string]int{}
-				for _, l := range strings.Split(x.p.out.String(), "\n") {
+				for _, l := range strings.Split(x.p.Stdout(), "\n") {
 					if _, q, ok := strings.Cut(l, "qp_num: "); ok && strings.HasPrefix(l, x.line) {
 						qps[q]++
 					}
 				}
 				if len(qps) != 4 {
-					t.Errorf("%s: %s lines name %d QPs, want 4: %v", x.p.name, x.line, len(qps), qps)
+					t.Errorf("%s: %s lines name %d QPs, want 4: %v", x.p.Name, x.line, len(qps), qps)
 				}
 			}
 		})
@@ -261,13 +261,13 @@ func TestAPM(t *testing.T) {
 			ctx := testContext(t)
 			pt := port()
 			srv := run(t, ctx, "server", p.server, "apm", "-s", "-p", pt)
-			srv.waitFor(t, "rdma_get_request")
+			srv.WaitFor(t, "rdma_get_request")
 			cli := run(t, ctx, "client", p.client, "apm", "-a", serverIP, "-p", pt)
 			loading := "loading alt path - local port: 1, dlid: 0"
-			cli.expect(t, 22, append(apmConfig(false, pt), "rdma_getaddrinfo", "rdma_create_ep", "rdma_connect", loading))
-			srv.expect(t, 22, append(apmConfig(true, pt), "rdma_getaddrinfo", "rdma_create_ep", "rdma_listen", "rdma_get_request", "rdma_accept", loading))
+			cli.Expect(t, 22, append(apmConfig(false, pt), "rdma_getaddrinfo", "rdma_create_ep", "rdma_connect", loading))
+			srv.Expect(t, 22, append(apmConfig(true, pt), "rdma_getaddrinfo", "rdma_create_ep", "rdma_listen", "rdma_get_request", "rdma_accept", loading))
 			for _, x := range []struct {
-				p *proc
+				p *examplerun.Proc
 				i impl
 			}{{cli, p.client}, {srv, p.server}} {
 				want := []string{"ibv_modify_qp returned 22 errno 22"}
@@ -275,8 +275,8 @@ func TestAPM(t *testing.T) {
 					want = append(want, `~apm: rxe\d port 1 refused the alternate path \(IBV_QP_ALT_PATH \| IBV_QP_PATH_MIG_STATE: .*\): `+
 						`Linux loads alternate paths \(and migrates\) on InfiniBand ports only, not on RoCE, soft-RoCE included`)
 				}
-				if err := matchLines(x.p.err.String(), want); err != nil {
-					t.Errorf("%s: stderr: %v\n%s", x.p.name, err, x.p.err.String())
+				if err := examplerun.MatchLines(x.p.Stderr(), want); err != nil {
+					t.Errorf("%s: stderr: %v\n%s", x.p.Name, err, x.p.Stderr())
 				}
 			}
 		})
@@ -313,22 +313,22 @@ func TestErrors(t *testing.T) {
 	} {
 		t.Run(c.example+fmt.Sprint(c.args), func(t *testing.T) {
 			ctx := testContext(t)
-			var outs [2]*proc
+			var outs [2]*examplerun.Proc
 			for i, im := range []impl{cImpl, goImpl} {
 				path, _ := program(t, im, c.example)
-				outs[i] = start(t, ctx, string(im), path, c.example, false, c.args...)
+				outs[i] = examplerun.Start(t, ctx, string(im), path, c.example, false, c.args...)
 			}
-			cs, gs := outs[0].wait(t), outs[1].wait(t)
+			cs, gs := outs[0].Wait(t), outs[1].Wait(t)
 			if cs != c.status || gs != cs {
 				t.Errorf("exit status: C %d, Go %d; want %d", cs, gs, c.status)
 			}
-			if co, gout := outs[0].out.String(), outs[1].out.String(); co != gout {
+			if co, gout := outs[0].Stdout(), outs[1].Stdout(); co != gout {
 				t.Errorf("stdout differs:\nC:\n%s\nGo:\n%s", co, gout)
 			}
-			if ce, ge := outs[0].err.String(), outs[1].err.String(); ce != ge && !(c.example == "apm" && strings.HasPrefix(ge, ce) && strings.HasPrefix(ge[len(ce):], "apm: ")) {
+			if ce, ge := outs[0].Stderr(), outs[1].Stderr(); ce != ge && !(c.example == "apm" && strings.HasPrefix(ge, ce) && strings.HasPrefix(ge[len(ce):], "apm: ")) {
 				t.Errorf("stderr differs:\nC:\n%s\nGo:\n%s", ce, ge)
 			}
-			if outs[1].out.String()+outs[1].err.String() == "" {
+			if outs[1].Stdout()+outs[1].Stderr() == "" {
 				t.Error("Go printed nothing")
 			}
 		})
@@ -343,7 +343,7 @@ func TestAPMWait(t *testing.T) {
 	p := run(t, ctx, "apm", goImpl, "apm", "-w", "7")
 	want := apmConfig(false, "51216")
 	want[1], want[8] = "address:   NULL", "msec_wait: 7"
-	p.expect(t, 1, append(want, "server address must be specified for client mode"))
+	p.Expect(t, 1, append(want, "server address must be specified for client mode"))
 }
 
 // TestAPMLibrary checks, as far as soft-RoCE goes, the library calls apm

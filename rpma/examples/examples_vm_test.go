@@ -1,19 +1,18 @@
 package examples_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/purerdma/rdma/internal/testutils"
+	"github.com/purerdma/rdma/internal/testutils/examplerun"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -45,29 +44,11 @@ var nextPort atomic.Int32
 
 func init() { nextPort.Store(7700) }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running example side.
 type proc struct {
 	name     string
 	cmd      *exec.Cmd
-	out, err syncBuffer
+	out, err examplerun.SyncBuffer
 	done     chan error
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/internal/testutils/examplerun"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
@@ -38,9 +39,9 @@ const (
 // rcProgram is the path of impl's rc-example and whether it is C.
 func rcProgram(t *testing.T, i impl) (string, bool) {
 	if i == cImpl {
-		return cBinary(t, rcListing, []string{"-Wall", "-O2"}, "-libverbs"), true // the listing's BUILD COMMAND
+		return examplerun.CBinary(t, rcListing, []string{"-Wall", "-O2"}, "-libverbs"), true // the listing's BUILD COMMAND
 	}
-	return goBinary(t, "rc-example"), false
+	return examplerun.GoBinary(t, "rc-example"), false
 }
 
 // gidIndex is the index of ip's RoCE v2 GID on dev's port 1: what the
@@ -115,9 +116,9 @@ func TestRCExample(t *testing.T) {
 			port := int(nextPort.Add(1))
 			sp, sc := rcProgram(t, p.server)
 			cp, cc := rcProgram(t, p.client)
-			srv := start(t, ctx, "server", sp, "rc-example", sc, "-d", serverDev, "-g", gid0, "-p", strconv.Itoa(port))
+			srv := examplerun.Start(t, ctx, "server", sp, "rc-example", sc, "-d", serverDev, "-g", gid0, "-p", strconv.Itoa(port))
 			waitListening(t, srv, port)
-			cli := start(t, ctx, "client", cp, "rc-example", cc, "-d", clientDev, "-g", gid1, "-p", strconv.Itoa(port), serverIP)
+			cli := examplerun.Start(t, ctx, "client", cp, "rc-example", cc, "-d", clientDev, "-g", gid1, "-p", strconv.Itoa(port), serverIP)
 
 			written := "Contents of server buffer: 'RDMA write opera'"
 			if p.server == cImpl {
@@ -139,7 +140,7 @@ func TestRCExample(t *testing.T) {
 				written,
 				"",
 				"test result is 0")
-			srv.expect(t, 0, want)
+			srv.Expect(t, 0, want)
 
 			read, replacing := "Contents of server's buffer: 'RDMA read operat'", "Now replacing it with: 'RDMA write opera'"
 			if p.client == cImpl {
@@ -165,16 +166,16 @@ func TestRCExample(t *testing.T) {
 				"completion was found in CQ with status 0x0",
 				"",
 				"test result is 0")
-			cli.expect(t, 0, want)
+			cli.Expect(t, 0, want)
 
-			for _, x := range []struct{ a, b *proc }{{srv, cli}, {cli, srv}} {
+			for _, x := range []struct{ a, b *examplerun.Proc }{{srv, cli}, {cli, srv}} {
 				for _, f := range []struct{ remote, local string }{
 					{`Remote address = (0x[0-9a-f]+)`, `MR was registered with addr=(0x[0-9a-f]+)`},
 					{`Remote rkey = (0x[0-9a-f]+)`, `rkey=(0x[0-9a-f]+), flags`},
 					{`Remote QP number = (0x[0-9a-f]+)`, `QP number=(0x[0-9a-f]+)`},
 				} {
-					if r, l := x.a.field(f.remote), x.b.field(f.local); r != l || r == "" {
-						t.Errorf("%s printed %q of its peer, the %s printed %q (%s)", x.a.name, r, x.b.name, l, f.local)
+					if r, l := x.a.Field(f.remote), x.b.Field(f.local); r != l || r == "" {
+						t.Errorf("%s printed %q of its peer, the %s printed %q (%s)", x.a.Name, r, x.b.Name, l, f.local)
 					}
 				}
 			}
@@ -202,25 +203,25 @@ func TestRCExampleErrors(t *testing.T) {
 		{"-d", "nosuchdev", "--port=" + port, serverIP}, // the TCP failure comes first
 	} {
 		t.Run(fmt.Sprint(args), func(t *testing.T) {
-			var outs [2]*proc
+			var outs [2]*examplerun.Proc
 			for i, im := range []impl{cImpl, goImpl} {
 				path, _ := rcProgram(t, im)
-				outs[i] = start(t, ctx, string(im), path, "rc-example", false, args...)
+				outs[i] = examplerun.Start(t, ctx, string(im), path, "rc-example", false, args...)
 			}
-			cs, gs := outs[0].wait(t), outs[1].wait(t)
+			cs, gs := outs[0].Wait(t), outs[1].Wait(t)
 			if cs != 1 || gs != cs {
 				t.Errorf("exit status: C %d, Go %d; want 1", cs, gs)
 			}
 			for _, s := range []struct {
 				name   string
 				c, gos string
-			}{{"stdout", outs[0].out.String(), outs[1].out.String()}, {"stderr", outs[0].err.String(), outs[1].err.String()}} {
+			}{{"stdout", outs[0].Stdout(), outs[1].Stdout()}, {"stderr", outs[0].Stderr(), outs[1].Stderr()}} {
 				if s.c != s.gos {
 					t.Errorf("%s differs:\nC:\n%s\nGo:\n%s", s.name, s.c, s.gos)
 				}
 			}
-			if regexp.MustCompile(`test result|Usage`).FindString(outs[1].out.String()) == "" {
-				t.Errorf("Go printed neither its usage nor a result:\n%s", outs[1].out.String())
+			if regexp.MustCompile(`test result|Usage`).FindString(outs[1].Stdout()) == "" {
+				t.Errorf("Go printed neither its usage nor a result:\n%s", outs[1].Stdout())
 			}
 		})
 	}

@@ -61,9 +61,7 @@ import (
 )
 
 // verbErr is VERB_ERR: "<verb> returned <ret> errno <errno>" on stderr.
-func verbErr(verb string, ret, errno int) {
-	fmt.Fprintf(os.Stderr, "%s returned %d errno %d\n", verb, ret, errno)
-}
+var verbErr = clike.VerbErr
 
 const (
 	defaultPort      = "51216"
@@ -335,19 +333,19 @@ func establishConnection(ctx *apmContext) int {
 	if ctx.server {
 		printf("rdma_accept\n")
 		if ev, err = ctx.id.AcceptContext(bg, param); err != nil {
-			verbErr("rdma_accept", -1, errnoOf(err))
+			verbErr("rdma_accept", -1, clike.CMErrno(err))
 			return -1
 		}
 	} else {
 		printf("rdma_connect\n")
 		if ev, err = ctx.id.ConnectContext(bg, param); err != nil {
-			verbErr("rdma_connect", -1, errnoOf(err))
+			verbErr("rdma_connect", -1, clike.CMErrno(err))
 			return -1
 		}
 	}
 	ctx.event = ev
 	if ev.Type != rdmacm.EventEstablished {
-		printf("unexpected event: %s", "RDMA_CM_EVENT_"+ev.Type.String())
+		printf("unexpected event: %s", clike.EventStr(ev.Type))
 		return -1
 	}
 	// If the alternate path info was not set on the command line, get
@@ -362,22 +360,13 @@ func establishConnection(ctx *apmContext) int {
 	return 0
 }
 
-// errnoOf is the errno librdmacm's synchronous calls leave: ECONNREFUSED
-// for a rejected connection, else the kernel's.
-func errnoOf(err error) int {
-	if errors.Is(err, rdmacm.ErrRejected) {
-		return 111
-	}
-	return clike.Errno(err, einval)
-}
-
 // sendMsg is send_msg: one signaled send, waited for.
 func sendMsg(ctx *apmContext) int {
 	if err := ctx.id.PostSend(0, ctx.sendMR, 0, ctx.msgLength, uverbs.SendSignaled); err != nil {
 		verbErr("rdma_send_recv", -1, clike.Errno(err, einval)) // sic
 		return -1
 	}
-	if _, err := ctx.id.GetSendComp(bg); err != nil && !isWCStatus(err) {
+	if _, err := ctx.id.GetSendComp(bg); err != nil && !clike.IsWCStatus(err) {
 		verbErr("rdma_get_send_comp", -1, clike.Errno(err, einval))
 		return -1
 	}
@@ -387,7 +376,7 @@ func sendMsg(ctx *apmContext) int {
 // recvMsg is recv_msg: a receive completion waited for, and the next
 // receive posted.
 func recvMsg(ctx *apmContext) int {
-	if _, err := ctx.id.GetRecvComp(bg); err != nil && !isWCStatus(err) {
+	if _, err := ctx.id.GetRecvComp(bg); err != nil && !clike.IsWCStatus(err) {
 		verbErr("rdma_get_recv_comp", -1, clike.Errno(err, einval))
 		return -1
 	}
@@ -396,14 +385,6 @@ func recvMsg(ctx *apmContext) int {
 		return -1
 	}
 	return 0
-}
-
-// isWCStatus reports whether err is only a completion's error status,
-// which rdma_get_*_comp return as a completion (the listing does not
-// look at it).
-func isWCStatus(err error) bool {
-	var s uverbs.WCStatus
-	return errors.As(err, &s)
 }
 
 func usage(argv0 string) {

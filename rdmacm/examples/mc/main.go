@@ -46,9 +46,7 @@ import (
 )
 
 // verbErr is VERB_ERR: "<verb> returned <ret> errno <errno>" on stderr.
-func verbErr(verb string, ret, errno int) {
-	fmt.Fprintf(os.Stderr, "%s returned %d errno %d\n", verb, ret, errno)
-}
+var verbErr = clike.VerbErr
 
 const (
 	defaultPort      = "51216"
@@ -95,12 +93,9 @@ func cmThread(ctx *mcContext) {
 			verbErr("rdma_get_cm_event", -1, clike.Errno(err, 22))
 			return
 		}
-		printf("event %s, status %d\n", eventStr(ev.Type), ev.Status)
+		printf("event %s, status %d\n", clike.EventStr(ev.Type), ev.Status)
 	}
 }
-
-// eventStr is rdma_event_str.
-func eventStr(t rdmacm.EventType) string { return "RDMA_CM_EVENT_" + t.String() }
 
 // getCMEvent is get_cm_event: the next event, -1 unless it is of type t.
 func getCMEvent(ch *rdmacm.EventChannel, t rdmacm.EventType) (*rdmacm.Event, int) {
@@ -110,7 +105,7 @@ func getCMEvent(ch *rdmacm.EventChannel, t rdmacm.EventType) (*rdmacm.Event, int
 		return nil, -1
 	}
 	if ev.Type != t {
-		printf("event: %s, status: %d\n", eventStr(ev.Type), ev.Status)
+		printf("event: %s, status: %d\n", clike.EventStr(ev.Type), ev.Status)
 		return ev, -1
 	}
 	return ev, 0

@@ -262,9 +262,6 @@ func joinHandler(node *cmatestNode, param *rdmacm.UDParam) int {
 	return 0
 }
 
-// eventStr is rdma_event_str.
-func eventStr(t rdmacm.EventType) string { return "RDMA_CM_EVENT_" + t.String() }
-
 func cmaHandler(ev *rdmacm.Event) int {
 	node := nodeOf(ev.ID)
 	switch ev.Type {
@@ -273,7 +270,7 @@ func cmaHandler(ev *rdmacm.Event) int {
 	case rdmacm.EventMulticastJoin:
 		return joinHandler(node, ev.UD)
 	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventMulticastError:
-		printf("mckey: event: %s, error: %d\n", eventStr(ev.Type), ev.Status)
+		printf("mckey: event: %s, error: %d\n", clike.EventStr(ev.Type), ev.Status)
 		connectError()
 		return ev.Status
 	}

@@ -29,7 +29,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -39,20 +38,9 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// verbErr is VERB_ERR: "<verb> returned <ret> errno <errno>" on stderr.
-func verbErr(verb string, ret int, err error) {
-	fmt.Fprintf(os.Stderr, "%s returned %d errno %d\n", verb, ret, errnoOf(err))
-}
-
-// errnoOf is the errno librdmacm leaves for err: ECONNREFUSED for a
-// rejected connection (as its synchronous calls report one), else the
-// kernel's.
-func errnoOf(err error) int {
-	if errors.Is(err, rdmacm.ErrRejected) {
-		return 111
-	}
-	return clike.Errno(err, 22)
-}
+// verbErr is VERB_ERR: "<verb> returned <ret> errno <errno>" on stderr,
+// with the errno librdmacm leaves for err.
+func verbErr(verb string, ret int, err error) { clike.VerbErr(verb, ret, clike.CMErrno(err)) }
 
 const (
 	defaultPort      = "51216"
@@ -278,7 +266,7 @@ func runServer(ctx *srqContext, rai *rdmacm.AddrInfo) int {
 			verbErr("rdma_post_send", -1, err)
 			return -1
 		}
-		if _, err := ctx.connID[0].GetSendComp(bg); err != nil && !isWCStatus(err) {
+		if _, err := ctx.connID[0].GetSendComp(bg); err != nil && !clike.IsWCStatus(err) {
 			verbErr("rdma_get_send_comp", -1, err)
 			return -1
 		}
@@ -286,14 +274,6 @@ func runServer(ctx *srqContext, rai *rdmacm.AddrInfo) int {
 		printf("send count: %d\n", sendCount)
 	}
 	return 0
-}
-
-// isWCStatus reports whether err is only a completion's error status,
-// which rdma_get_send_comp returns as a completion (the listing does not
-// look at it).
-func isWCStatus(err error) bool {
-	var s uverbs.WCStatus
-	return errors.As(err, &s)
 }
 
 // runClient is run_client.
@@ -330,7 +310,7 @@ func runClient(ctx *srqContext, rai *rdmacm.AddrInfo) int {
 				return -1
 			}
 			wc, err := id.GetSendComp(bg)
-			if err != nil && !isWCStatus(err) {
+			if err != nil && !clike.IsWCStatus(err) {
 				verbErr("rdma_get_send_comp", -1, err)
 				return -1
 			}

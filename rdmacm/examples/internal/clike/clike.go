@@ -1,8 +1,10 @@
 // Package clike holds what the manual's rdma_cm examples take from the
-// C library, so that their Go ports read their command lines and report
+// C libraries, so that their Go ports read their command lines and report
 // errors as the C programs do: getopt(3) as glibc implements it (with
 // its messages), atoi(3) and strtoul(3), and the errno a failed call
-// left.
+// left; from librdmacm, rdma_event_str, the errno its calls leave and
+// what its rdma_get_*_comp count as a completion; and the VERB_ERR macro
+// the chapter 8 listings share.
 package clike
 
 import (

@@ -3,6 +3,7 @@ package clike
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/purerdma/rdma/internal/testutils"
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/uverbs"
 )
 
 func TestMain(m *testing.M) { testutils.Main(m) }
@@ -75,5 +78,56 @@ func TestErrno(t *testing.T) {
 		if got := Errno(c.err, -1); got != c.want {
 			t.Errorf("Errno(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+func TestCMErrno(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("connect: %w", rdmacm.ErrRejected), 111},
+		{&os.SyscallError{Syscall: "write", Err: syscall.EADDRNOTAVAIL}, 99},
+		{errors.New("no errno"), 22},
+	} {
+		if got := CMErrno(c.err); got != c.want {
+			t.Errorf("CMErrno(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
+}
+
+func TestIsWCStatus(t *testing.T) {
+	if !IsWCStatus(fmt.Errorf("send: %w", uverbs.WCRetryExcErr)) {
+		t.Error("a wrapped WCStatus is not a completion's status")
+	}
+	if IsWCStatus(syscall.EINVAL) {
+		t.Error("EINVAL is a completion's status")
+	}
+}
+
+func TestEventStr(t *testing.T) {
+	if got, want := EventStr(rdmacm.EventEstablished), "RDMA_CM_EVENT_ESTABLISHED"; got != want {
+		t.Errorf("EventStr(EventEstablished) = %q, want %q", got, want)
+	}
+}
+
+// TestVerbErr checks VERB_ERR's line on stderr.
+func TestVerbErr(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	stderr := os.Stderr
+	os.Stderr = w
+	VerbErr("rdma_connect", -1, 111)
+	os.Stderr = stderr
+	w.Close()
+	got, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "rdma_connect returned -1 errno 111\n"; string(got) != want {
+		t.Errorf("VerbErr wrote %q, want %q", got, want)
 	}
 }

@@ -7,6 +7,10 @@
 //	server <server_address> <port> [<timeout>]
 //
 // timeout is in seconds, 5 by default.
+//
+// One fix against the C original: each reply is sent from the client's
+// own slot of the send buffer instead of the slot its message was
+// received into (see handle).
 package main
 
 import (
@@ -250,7 +254,15 @@ func (s *server) handle(wc *uverbs.WorkCompletion) (done bool, err error) {
 	if err := s.srq.Recv(s.recvMR, off, common.MsgSize, wc.WRID); err != nil {
 		return false, err
 	}
-	common.PutUint64(s.send[off:], v+1)
+	// The reply goes out of the client's own slot of the send buffer,
+	// not the slot of the receive buffer the message landed in, as
+	// librpma's C does: with a shared receive queue another client's
+	// message can land in that slot and overwrite the reply before the
+	// unsignaled send has read it (seen on 6.12: a client got another
+	// client's value). A client sends again only after this reply
+	// arrived, so its own slot is free by then. The wire is unchanged.
+	sendOff := index * common.MsgSize
+	common.PutUint64(s.send[sendOff:], v+1)
 	fmt.Printf("[server] value sent: %d from the connection [qp#%d]\n", v+1, qpNum)
-	return false, s.clients[index].conn.Send(s.sendMR, off, common.MsgSize, rpma.CompletionOnError, 0)
+	return false, s.clients[index].conn.Send(s.sendMR, sendOff, common.MsgSize, rpma.CompletionOnError, 0)
 }
