@@ -73,7 +73,7 @@ vmtest: deps examples
 
 # The fabric-aware tests again on soft-iWARP (docs/testing.md, "Fabrics"):
 # whole packages, and the CLI's ping tests.
-SIWPKGS   := ./rdmacm
+SIWPKGS   := ./rdmacm ./rpma
 SIWCMDRUN := ^TestPing(Interop|Go)$$
 
 # The concurrency tests again, built with the race detector, in the VM.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/rpma"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -140,6 +141,7 @@ func (p *peerProc) kill() {
 // dying process's kernel sends a DREQ); Disconnect and Close succeed.
 // Every wait is bounded, so nothing blocks for ever.
 func TestFaultPeerKilled(t *testing.T) {
+	testenv.NotIWARP(t, "on siw a write posted after the kernel closed the connection is never completed or flushed (siw flushes only what the queue held when the QP stopped); the survivor learns from the connection's event, which this test does not read first (docs/providers.md)")
 	for _, role := range []string{"client", "server"} {
 		t.Run("survivor "+role, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

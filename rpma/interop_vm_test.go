@@ -108,6 +108,9 @@ func TestInteropC(t *testing.T) {
 	bin := buildRPMAPeer(t)
 	for _, sc := range interopScenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			if sc.name == "msg" || sc.name == "srq" {
+				testenv.NotIWARP(t, "the scenario sends with immediate data (C librpma fails the same way on siw)")
+			}
 			t.Run("C server, Go client", func(t *testing.T) {
 				ctx, failed := context.WithCancelCause(testContext(t))
 				defer failed(nil)
@@ -183,7 +186,7 @@ func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) 
 	// On 6.12 the descriptor has purerdma's second byte; C reads the
 	// first only.
 	pcfg.SetNativeFlush(sp.NativeFlush())
-	if n, native := len(pcfg.Descriptor()), sp.NativeFlush(); native != interopOn612() || (n == 2) != native {
+	if n, native := len(pcfg.Descriptor()), sp.NativeFlush(); native != interopNative() || (n == 2) != native {
 		t.Fatalf("peer cfg descriptor of %d bytes with native flush %v on Linux %s", n, native, os.Getenv("PURERDMA_VM"))
 	}
 	pdata := commonData{writeOff, mr.Descriptor(), pcfg.Descriptor()}.bytes(t)
@@ -260,7 +263,7 @@ func checkCAtomicWrite(t *testing.T, line string) {
 }
 
 func atomicClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
-	if cp.NativeAtomicWrite() != interopOn612() {
+	if cp.NativeAtomicWrite() != interopNative() {
 		t.Errorf("NativeAtomicWrite = %v on Linux %s", cp.NativeAtomicWrite(), os.Getenv("PURERDMA_VM"))
 	}
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
@@ -499,7 +502,7 @@ func interopPmem(t *testing.T, size int) []byte {
 func TestInteropGoNativeFlush(t *testing.T) {
 	ctx := testContext(t)
 	sp, cp := newPeer(t, ctx, rpma.Local), newPeer(t, ctx, rpma.Remote)
-	on612 := interopOn612()
+	on612 := interopNative()
 	if sp.NativeFlush() != on612 || cp.NativeFlush() != on612 {
 		t.Fatalf("NativeFlush: server %v, client %v on Linux %s", sp.NativeFlush(), cp.NativeFlush(), os.Getenv("PURERDMA_VM"))
 	}
@@ -576,7 +579,7 @@ func nativeFlushToC(t *testing.T, bin string) {
 	mustOK(t, "Write", c.Write(rmr, off, src, 0, writeLen, rpma.CompletionAlways, 1))
 	expectWC(t, ctx, c.CQ(), 1, uverbs.WCRDMAWrite, "write")
 	err = c.Flush(rmr, off, writeLen, rpma.FlushVisibility, rpma.CompletionAlways, 2)
-	if !interopOn612() {
+	if !interopNative() {
 		if !errors.Is(err, rpma.ErrNotSupported) || c.NativeFlushUsed() {
 			t.Fatalf("6.1: FlushNative: Flush = %v, NativeFlushUsed %v; want ErrNotSupported, false", err, c.NativeFlushUsed())
 		}
