@@ -445,6 +445,16 @@ func (v *rsVerifier) fill(b []byte) {
 	}
 }
 
+// errVerify marks a verification failure (its text is empty: the
+// message stays C's). It is the run's own verdict, reported as it is
+// even when the run was interrupted meanwhile (the peer, seeing the
+// connection close, may end first and the test harness then cancels).
+var errVerify = verifyError{}
+
+type verifyError struct{}
+
+func (verifyError) Error() string { return "" }
+
 // check compares b with the receive counter's next bytes. As C, the
 // counter has moved past the byte that failed.
 func (v *rsVerifier) check(b []byte) error {
@@ -452,7 +462,7 @@ func (v *rsVerifier) check(b []byte) error {
 		w := v.want
 		v.want++
 		if c != w {
-			return fmt.Errorf("data verification failed byte %d", v.checked)
+			return fmt.Errorf("data verification failed byte %d%w", v.checked, errVerify)
 		}
 		v.checked++
 	}
@@ -544,7 +554,7 @@ func streamCmd(ctx context.Context, tool string, args []string, stdout, stderr i
 	} else {
 		err = r.server(ctx, phases)
 	}
-	if err != nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil && !errors.Is(err, errVerify) {
 		return fmt.Errorf("%s: interrupted: %w", o.tool, context.Cause(ctx))
 	}
 	return err
