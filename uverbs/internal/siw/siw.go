@@ -327,7 +327,7 @@ var sendOpcode = func() (m [16]uint8) {
 	return m
 }()
 
-// errInERR refuses a post to a QP in ERR (or marked as maybe in ERR by an
+// errSendInERR and errRecvInERR refuse a post to a QP in ERR (or marked as maybe in ERR by an
 // error completion): siw does not flush what user space adds to a queue
 // after the QP stopped, so the request would never complete.
 var (
