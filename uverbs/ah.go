@@ -37,6 +37,12 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	if err := c.checkGRH("CreateAH", "AHAttr", &attr); err != nil {
 		return nil, err
 	}
+	// The provider builds its address from the port's link layer
+	// (mlx5: a RoCE address vector or an InfiniBand one).
+	eth, err := c.portIsEthernet(attr.PortNum)
+	if err != nil {
+		return nil, err
+	}
 	ah := &AH{pd: pd, attr: attr}
 	ah.resource = resource{ctx: c, kind: "AH"}
 	drvLen := c.prov.AHDriverOutLen()
@@ -62,7 +68,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 	g := attr.GRH
 	pattr := provider.AHAttr{DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
 		IsGlobal: attr.IsGlobal, PortNum: uint8(attr.PortNum), DGID: g.DGID, FlowLabel: g.FlowLabel,
-		SGIDIndex: uint8(g.SGIDIndex), HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
+		SGIDIndex: uint8(g.SGIDIndex), HopLimit: g.HopLimit, TrafficClass: g.TrafficClass, Ethernet: eth}
 	if err := c.prov.AHCreated(&ah.pv, &pattr, resp[abi.OffsetofCreateAHRespDriverData:]); err != nil {
 		destroy()
 		return nil, err

@@ -208,18 +208,14 @@ func (c *Context) noteAsyncEvent(ev AsyncEvent) {
 	switch ev.Type {
 	case EventQPFatal, EventQPReqErr, EventQPAccessErr:
 		if ev.QP != nil {
-			ev.QP.markErrSeen()
+			ev.QP.pv.MarkErrSeen()
 		}
 	case EventCQErr:
 		if ev.CQ != nil {
-			c.qps.each(func(qp *QP) {
-				if qp.sendCQ == ev.CQ || qp.recvCQ == ev.CQ {
-					qp.markErrSeen()
-				}
-			})
+			c.pc.MarkErrSeenOnCQ(ev.CQ.q)
 		}
 	case EventDeviceFatal:
-		c.qps.each((*QP).markErrSeen)
+		c.pc.MarkErrSeenAll()
 	}
 }
 

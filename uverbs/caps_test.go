@@ -5,15 +5,8 @@ import (
 	"testing"
 
 	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
-
-// contextWithCaps is a Context whose device reports flags, for checks
-// that need no kernel.
-func contextWithCaps(flags uint64) *Context {
-	c := &Context{}
-	c.caps.once.Do(func() { c.caps.attr.DeviceCapFlagsEx = DeviceCap(flags) })
-	return c
-}
 
 // TestFlushNeedsEachType: FLUSH of a type needs that type's capability
 // bit; a device reporting only one refuses the other before posting.
@@ -31,9 +24,8 @@ func TestFlushNeedsEachType(t *testing.T) {
 		{"both on one", abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT, FlushGlobal | FlushPersistent, false},
 		{"none", 0, FlushGlobal, false},
 	} {
-		qp := &QP{typ: QPTypeRC}
-		qp.ctx = contextWithCaps(tc.flags)
-		err := qp.checkSend(&SendWR{Opcode: WRFlush, FlushType: tc.typ, FlushLength: 8})
+		qp := &provider.QP{Type: provider.QPTypeRC, CapsEx: tc.flags}
+		err := provider.CheckSend(qp, sendWRView(&SendWR{Opcode: WRFlush, FlushType: tc.typ, FlushLength: 8}))
 		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, ErrNotSupported)) {
 			t.Errorf("%s: %v", tc.name, err)
 		}

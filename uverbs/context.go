@@ -32,7 +32,7 @@ type Context struct {
 	prov           provider.Provider
 	log            *slog.Logger
 	objects        registry
-	qps            qpTable // by QP number, for Poll's error branch
+	pc             *provider.Context // the provider layer's: the QP table, commands for providers
 	closed         atomic.Bool
 	userHandles    atomic.Uint64
 	byHandle       sync.Map // user handle -> *CQ, *QP or *SRQ, for events
@@ -78,6 +78,7 @@ func (d Device) Open(opts *OpenOptions) (*Context, error) {
 		return nil, err
 	}
 	c := &Context{dev: d, fd: fd, driverID: driverID, log: log.With("device", d.Name)}
+	c.pc = provider.NewContext(fd, driverID)
 	c.prov = newProvider(c)
 	if err := c.getContext(); err != nil {
 		fd.Close()
@@ -192,7 +193,7 @@ func (c *Context) Provider() string {
 	if c == nil {
 		return ""
 	}
-	if _, none := c.prov.(noProvider); none {
+	if _, none := c.prov.(provider.Unsupported); none {
 		return ""
 	}
 	return c.prov.Name()
@@ -239,6 +240,7 @@ func (c *Context) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("uverbs: context: %w", ErrClosed)
 	}
+	c.pc.SetClosed()
 	var first error
 	// Dependencies follow creation order, except where an object was tied
 	// to an older one later (a window bound to a newer MR): retry until a

@@ -8,7 +8,6 @@ import (
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
-	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
 // CQConfig describes a completion queue.
@@ -41,13 +40,11 @@ type CQConfig struct {
 // unless the CQ was created with a TD.
 type CQ struct {
 	resource
-	mu    sync.Mutex
-	locks bool
-	q     provider.CQQueue
-	pv    provider.CQ // what the provider knows of the CQ
-	// rxe is q when q is rxe's and the CQ has a TD (no lock), while it
-	// is open: Poll's direct path, one load and test (destroy clears it).
-	rxe        *rxe.CQ
+	mu         sync.Mutex
+	locks      bool
+	q          provider.CQQueue
+	pv         provider.CQ // what the provider knows of the CQ
+	door       cqDoor      // Poll's direct path into a provider (door.go)
 	size       int
 	channel    *CompChannel
 	td         *TD
@@ -135,9 +132,7 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 		return nil, err
 	}
 	cq.q = q
-	if r, ok := q.(*rxe.CQ); ok && !cq.locks {
-		cq.rxe = r
-	}
+	cq.door.open(q, cq.locks)
 	if cfg.Channel != nil {
 		cfg.Channel.add(userHandle, cq)
 		cfg.Channel.use()
@@ -185,9 +180,7 @@ func (cq *CQ) destroy() error {
 		return err
 	}
 	var err error
-	if cq.rxe != nil { // only a TD CQ's: a locked CQ's Poll reads it unlocked
-		cq.rxe = nil
-	}
+	cq.door.close()
 	if cq.q != nil {
 		err = cq.q.Unmap()
 	}
@@ -217,39 +210,6 @@ func (cq *CQ) Size() int {
 		return 0
 	}
 	return cq.size
-}
-
-// Poll moves up to len(wc) completions into wc and returns how many
-// (ibv_poll_cq). It makes no system call and does not allocate.
-//
-// A completion with an error status tells the library that its QP may
-// be in ERR (the device moves a QP there on an error): that QP's next
-// PostRecv asks the kernel, so that receives posted to a QP in ERR
-// complete with WCWRFlushErr.
-//
-//go:nosplit
-func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
-	if cq == nil || cq.rxe == nil {
-		return cq.pollSlow(wc)
-	}
-	// rxe without a lock: rxe.CQ.Poll's loop, written out here (a call
-	// and a frame less, see docs/performance.md).
-	q := cq.rxe
-	h := q.Hdr
-	prod := atomic.LoadUint32(&h.ProducerIndex)
-	cons := atomic.LoadUint32(&h.ConsumerIndex)
-	n, status := 0, uint32(0)
-	for ; n < len(wc) && cons != prod; n++ {
-		status |= rxe.CopyWC(provider.As[provider.WC](&wc[n]), q.WCs.Slot(cons))
-		cons = (cons + 1) & q.WCs.Mask()
-	}
-	if n > 0 {
-		if status != 0 {
-			q.SawErrors(cons, n)
-		}
-		atomic.StoreUint32(&h.ConsumerIndex, cons)
-	}
-	return n, nil
 }
 
 // pollSlow is Poll for a nil or closed CQ, one with a lock, or another

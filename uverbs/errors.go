@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // Errors from this package match these with errors.Is, as well as the
@@ -37,30 +38,13 @@ func errNil(op, what string) error {
 // PostError reports a post list that failed part way: the work requests
 // before Index were posted, the one at Index and after were not. A post
 // that fails at its first work request returns the cause itself, not a
-// PostError: nothing was posted.
-type PostError struct {
-	Index int    // position of the failing request in the list
-	WRID  uint64 // its WRID
-	Err   error
-}
-
-func (e *PostError) Error() string {
-	if e == nil {
-		return "<nil>"
-	}
-	return fmt.Sprintf("uverbs: work request %d (wr_id %#x): %v", e.Index, e.WRID, e.Err)
-}
-
-func (e *PostError) Unwrap() error {
-	if e == nil {
-		return nil
-	}
-	return e.Err
-}
-
-func postError(i int, wrid uint64, err error) error {
-	if i == 0 {
-		return err
-	}
-	return &PostError{Index: i, WRID: wrid, Err: err}
-}
+// PostError: nothing was posted. Its fields:
+//
+//	Index int    // position of the failing request in the list
+//	WRID  uint64 // its WRID
+//	Err   error  // why it failed (Unwrap returns it)
+//
+// It is defined once, in the provider layer that makes it (providers
+// report the index as they write the queue), and is the same type here:
+// errors.As with a *uverbs.PostError finds it.
+type PostError = provider.PostError

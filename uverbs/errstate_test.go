@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/purerdma/rdma/internal/abi"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
 // TestPollErrorMarksQP: Poll returning a completion in error marks its
@@ -17,10 +19,11 @@ import (
 func TestPollErrorMarksQP(t *testing.T) {
 	for _, path := range rxePollPaths {
 		t.Run(path, func(t *testing.T) {
-			c := &Context{}
+			c := &Context{pc: provider.NewContext(nil, 0)}
 			qp := &QP{num: 0x11}
+			qp.pv.Num = qp.num
 			qp.pv.State.Store(uint32(QPStateRTS))
-			c.qps.add(qp)
+			c.pc.AddQP(&qp.pv)
 			q, r := fakeRxeCQ(t, c, 8)
 			poll := rxePoller(t, path, q)
 			put := func(e abi.WC) {
@@ -30,7 +33,7 @@ func TestPollErrorMarksQP(t *testing.T) {
 			marked := func(what string, want bool) {
 				t.Helper()
 				s := qp.pv.State.Load()
-				if got := s&qpErrSeen != 0; got != want || qp.State() != QPStateRTS {
+				if got := s&provider.ErrSeen != 0; got != want || qp.State() != QPStateRTS {
 					t.Fatalf("%s: state %#x, want RTS, error mark %v", what, s, want)
 				}
 				qp.pv.State.Store(uint32(QPStateRTS))
@@ -76,20 +79,23 @@ func TestPollErrorMarksQP(t *testing.T) {
 
 // TestAsyncErrorEventMarksQP: error events mark the QPs they concern.
 func TestAsyncErrorEventMarksQP(t *testing.T) {
-	c := &Context{}
-	cq1, cq2 := &CQ{}, &CQ{}
-	qp1 := &QP{num: 1, sendCQ: cq1, recvCQ: cq1}
-	qp2 := &QP{num: 2, sendCQ: cq1, recvCQ: cq2}
-	qp3 := &QP{num: 3, sendCQ: cq1, recvCQ: cq1}
+	c := &Context{pc: provider.NewContext(nil, 0)}
+	cq1, cq2 := &CQ{q: &rxe.CQ{}}, &CQ{q: &rxe.CQ{}}
+	newQP := func(num uint32, send, recv *CQ) *QP {
+		qp := &QP{num: num, sendCQ: send, recvCQ: recv}
+		qp.pv.Num, qp.pv.SendCQ, qp.pv.RecvCQ = num, send.q, recv.q
+		return qp
+	}
+	qp1, qp2, qp3 := newQP(1, cq1, cq1), newQP(2, cq1, cq2), newQP(3, cq1, cq1)
 	reset := func() {
 		for _, qp := range []*QP{qp1, qp2, qp3} {
 			qp.pv.State.Store(uint32(QPStateRTS))
-			c.qps.add(qp)
+			c.pc.AddQP(&qp.pv)
 		}
 	}
 	marked := func() (m []uint32) {
 		for _, qp := range []*QP{qp1, qp2, qp3} {
-			if qp.pv.State.Load()&qpErrSeen != 0 {
+			if qp.pv.State.Load()&provider.ErrSeen != 0 {
 				m = append(m, qp.num)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/evfd"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,7 +94,7 @@ func FuzzAsyncEvents(f *testing.F) {
 		cq, qp, srq, cq2 := &CQ{}, &QP{}, &SRQ{}, &CQ{}
 		cq.handle, qp.handle, srq.handle, cq2.handle = 10, 20, 30, 40
 		objects := map[uint64]any{1: cq, 2: qp, 3: srq, 4: cq2}
-		c := &Context{}
+		c := &Context{pc: provider.NewContext(nil, 0)}
 		for h, o := range objects {
 			c.byHandle.Store(h, o)
 		}

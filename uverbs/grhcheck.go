@@ -34,6 +34,20 @@ func (c *Context) portRoute(port int) (r portRoute, ok bool) {
 	return r, true
 }
 
+// portIsEthernet reports whether the port's link layer is Ethernet
+// (RoCE), from the same answer; a failed query is the error.
+func (c *Context) portIsEthernet(port int) (bool, error) {
+	if r, ok := c.portRoute(port); ok {
+		return r.linkLayer == LinkLayerEthernet, nil
+	}
+	_, err := c.QueryPort(port)
+	if err == nil { // answered now, after failing a moment ago
+		r, _ := c.portRoute(port)
+		return r.linkLayer == LinkLayerEthernet, nil
+	}
+	return false, err
+}
+
 // checkGRH refuses the address a (the field named field of op's
 // arguments, "AHAttr") when it has no GRH and its port requires one,
 // before the kernel call, with an error matching EINVAL. The port number

@@ -2,14 +2,12 @@ package uverbs
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
-	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
 // QPType is a queue pair's transport (ibv_qp_type).
@@ -80,71 +78,17 @@ type QP struct {
 	locks      bool
 	smu, rmu   sync.Mutex
 	q          provider.QPQueues
+	door       qpDoor // PostSend's direct path into a provider (door.go)
 	// pv is what the provider knows of the QP. Its State is the QP's
 	// state word: the QPState as last set or queried in its low byte,
-	// and qpErrSeen once a completion in error or an error event for
-	// the QP was seen since (the provider reads it in place: rxe's
-	// PostRecv flushes receives posted in ERR).
+	// and provider.ErrSeen once a completion in error or an error event
+	// for the QP was seen since (the provider reads it in place: rxe's
+	// PostRecv flushes receives posted in ERR). The provider layer's
+	// QP table (Context.pc) holds pv, for a poll's error branch.
 	pv provider.QP
 	// mcast counts attached multicast groups: the kernel refuses to
 	// destroy a QP that has any.
 	mcast atomic.Int32
-}
-
-// qpErrSeen marks QP.state: a completion in error (Poll) or an error
-// event (Context.AsyncEvent) for the QP was seen since its state was
-// last set or queried, so the device may have moved it to ERR. The next
-// PostRecv asks the kernel (see QP.flushRecvs). It lies above the state
-// byte, so a marked state compares greater than QPStateErr.
-const qpErrSeen = 1 << 8
-
-// markErrSeen records that the device may have moved the QP to ERR.
-func (qp *QP) markErrSeen() { qp.pv.State.Or(qpErrSeen) }
-
-// qpTable maps QP numbers to a context's QPs, for Poll's error branch.
-type qpTable struct {
-	mu sync.RWMutex
-	m  map[uint32]*QP
-}
-
-func (t *qpTable) add(qp *QP) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil {
-		t.m = map[uint32]*QP{}
-	}
-	t.m[qp.num] = qp
-}
-
-func (t *qpTable) remove(qp *QP) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m[qp.num] == qp {
-		delete(t.m, qp.num)
-	}
-}
-
-func (t *qpTable) lookup(num uint32) *QP {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[num]
-}
-
-// each calls fn for every QP.
-func (t *qpTable) each(fn func(*QP)) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for _, qp := range t.m {
-		fn(qp)
-	}
-}
-
-// sawErrorCompletion is Poll's error branch: a completion with an error
-// status for QP num means the device may have moved that QP to ERR.
-func (c *Context) sawErrorCompletion(num uint32) {
-	if qp := c.qps.lookup(num); qp != nil {
-		qp.markErrSeen()
-	}
 }
 
 // CreateQP creates a queue pair on the PD (ibv_create_qp). The QP starts
@@ -208,7 +152,10 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	qp.closer = qp.destroy
 	pv := &qp.pv
 	pv.Handle, pv.Num, pv.Type, pv.Cap = qp.handle, qp.num, provider.QPType(qp.typ), provider.QPCap(qp.cap)
-	pv.SignalAll, pv.SendCQ, pv.RecvCQ, pv.Owner = qp.sigAll, qp.sendCQ.q, qp.recvCQ.q, (*qpOwner)(qp)
+	pv.SignalAll, pv.SendCQ, pv.RecvCQ = qp.sigAll, qp.sendCQ.q, qp.recvCQ.q
+	// The capabilities were read for validateQPConfig's limits; an
+	// error reading them counts as none (provider.CheckSend).
+	pv.CapsEx, _ = c.capsEx()
 	if qp.srq != nil {
 		pv.SRQ = qp.srq.q
 	}
@@ -221,11 +168,12 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, err
 	}
 	qp.q = q
+	qp.door.open(q)
 	qp.cap = QPCap(qp.pv.Cap) // what the queues hold
 	for _, r := range qp.deps() {
 		r.use()
 	}
-	c.qps.add(qp)
+	c.pc.AddQP(&qp.pv)
 	c.track(&qp.resource)
 	return qp, nil
 }
@@ -317,7 +265,7 @@ func (qp *QP) destroy() error {
 		return err
 	}
 	err := qp.q.Unmap()
-	qp.ctx.qps.remove(qp)
+	qp.ctx.pc.RemoveQP(&qp.pv)
 	qp.ctx.dropUserHandle(qp.userHandle)
 	for _, r := range qp.deps() {
 		r.release()
@@ -399,8 +347,8 @@ func (qp *QP) PostSend(wr *SendWR) error {
 		return errSendNotReady[st]
 	}
 	w := sendWRView(wr)
-	if q, ok := qp.q.(*rxe.QP); ok { // a direct call: no dispatch
-		return q.PostSend(w)
+	if r := qp.door.rxe; r != nil { // a direct call: no dispatch (door.go)
+		return r.PostSend(w)
 	}
 	return qp.q.PostSend(w)
 }
@@ -423,8 +371,8 @@ func (qp *QP) postSendUnlocked(wr *SendWR) error {
 		return errSendNotReady[st]
 	}
 	w := sendWRView(wr)
-	if q, ok := qp.q.(*rxe.QP); ok {
-		return q.PostSend(w)
+	if r := qp.door.rxe; r != nil { // a direct call: no dispatch (door.go)
+		return r.PostSend(w)
 	}
 	return qp.q.PostSend(w)
 }
@@ -494,98 +442,4 @@ func errNilPost(op string, nilQP bool) error {
 		return errNil(op, "QP")
 	}
 	return errNil(op, "work request")
-}
-
-// checkSend validates a send work request against the QP before it is
-// written to the queue.
-func (qp *QP) checkSend(wr *SendWR) error {
-	if len(wr.SGL) > int(qp.cap.MaxSendSGE) && wr.Opcode != WRBindMW {
-		return fmt.Errorf("uverbs post send: %d scatter/gather entries, the QP takes %d: %w", len(wr.SGL), qp.cap.MaxSendSGE, errInvalid)
-	}
-	if !qp.typ.allows(wr.Opcode) {
-		return fmt.Errorf("uverbs post send: %v on a %v QP: %w", wr.Opcode, qp.typ, errInvalid)
-	}
-	switch wr.Opcode {
-	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
-		if wr.RemoteAddr%8 != 0 || len(wr.SGL) != 1 || wr.SGL[0].Length < 8 {
-			return fmt.Errorf("uverbs post send: %v needs an 8-byte aligned remote address and one 8-byte local buffer: %w", wr.Opcode, errInvalid)
-		}
-	case WRAtomicWrite:
-		if !qp.ctx.has(capAtomicWrite) {
-			return fmt.Errorf("uverbs post send: ATOMIC_WRITE (Linux 6.2+ rxe): %w", ErrNotSupported)
-		}
-		if wr.RemoteAddr%8 != 0 {
-			return fmt.Errorf("uverbs post send: ATOMIC_WRITE needs an 8-byte aligned remote address: %w", errInvalid)
-		}
-	case WRFlush:
-		// The capabilities read once (Context.has, three times, was
-		// 85 instructions a FLUSH).
-		caps, err := qp.ctx.capsEx()
-		if err != nil {
-			caps = 0 // an error asking counts as no, as in has
-		}
-		if caps&(abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL|abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT) == 0 {
-			return fmt.Errorf("uverbs post send: FLUSH (Linux 6.2+ rxe): %w", ErrNotSupported)
-		}
-		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
-			return fmt.Errorf("uverbs post send: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, errInvalid)
-		}
-		// A device may execute one type and not the other: each type
-		// asked for needs its own capability bit.
-		if wr.FlushType&FlushGlobal != 0 && caps&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL == 0 {
-			return fmt.Errorf("uverbs post send: FLUSH to global visibility: the device does not report FLUSH_GLOBAL: %w", ErrNotSupported)
-		}
-		if wr.FlushType&FlushPersistent != 0 && caps&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT == 0 {
-			return fmt.Errorf("uverbs post send: FLUSH to persistence: the device does not report FLUSH_PERSISTENT: %w", ErrNotSupported)
-		}
-		if wr.FlushLength > math.MaxUint32 {
-			return fmt.Errorf("uverbs post send: FLUSH of %d bytes: a work request carries at most %d: %w", wr.FlushLength, uint32(math.MaxUint32), errInvalid)
-		}
-	case WRBindMW:
-		if wr.Bind == nil || wr.Bind.MW == nil || wr.Bind.MR == nil || len(wr.SGL) != 0 {
-			return fmt.Errorf("uverbs post send: BIND_MW needs Bind with MW and MR, and no SGL: %w", errInvalid)
-		}
-		if wr.Bind.RKey>>8 != wr.Bind.MW.RKey()>>8 {
-			return fmt.Errorf("uverbs post send: BIND_MW rkey %#x for a window with rkey %#x: only the low 8 bits may change: %w", wr.Bind.RKey, wr.Bind.MW.RKey(), errInvalid)
-		}
-	case WRSend, WRSendWithImm:
-		if qp.typ == QPTypeUD && wr.AH == nil {
-			return fmt.Errorf("uverbs post send: a UD send needs an AH: %w", errInvalid)
-		}
-	}
-	if wr.Flags&SendInline != 0 {
-		var n uint64
-		for _, s := range wr.SGL {
-			n += uint64(s.Length)
-			// The library reads inline data itself: refuse what is
-			// plainly not memory (provider.CopyInline catches the rest).
-			if s.Length > 0 && (s.Addr < minAddr || s.Addr+uint64(s.Length) < s.Addr) {
-				return fmt.Errorf("uverbs post send: inline data at %#x (%d bytes) is not process memory: %w", s.Addr, s.Length, errInvalid)
-			}
-		}
-		if n > uint64(qp.cap.MaxInlineData) {
-			return fmt.Errorf("uverbs post send: %d bytes inline, the QP takes %d: %w", n, qp.cap.MaxInlineData, errInvalid)
-		}
-	}
-	return nil
-}
-
-// minAddr is the lowest address inline data may be read from: the first
-// page is never mapped (vm.mmap_min_addr is at least a page).
-const minAddr = 4096
-
-// allows reports whether a QP of type t can post op (IB spec: UC has no
-// reads or atomics, UD only sends).
-func (t QPType) allows(op WROpcode) bool {
-	switch t {
-	case QPTypeUD:
-		return op == WRSend || op == WRSendWithImm
-	case QPTypeUC:
-		switch op {
-		case WRRDMAWrite, WRRDMAWriteWithImm, WRSend, WRSendWithImm, WRSendWithInv, WRLocalInv, WRBindMW:
-			return true
-		}
-		return false
-	}
-	return true
 }

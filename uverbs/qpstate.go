@@ -497,23 +497,3 @@ func isMulticastGID(gid GID) bool {
 	v4mapped := [12]byte{10: 0xff, 11: 0xff}
 	return [12]byte(gid[:12]) == v4mapped && gid[12]&0xf0 == 0xe0
 }
-
-// flushRecvs makes receives posted to a QP in ERR complete with
-// WCWRFlushErr, as the verbs require. rxe flushes the receive queue of
-// a QP in ERR only when its responder runs, and nothing runs it for
-// receives posted later; moving the QP to ERR again does. When the QP
-// is ERR only maybe (qpErrSeen: Poll or AsyncEvent saw an error), the
-// kernel is asked first: an error completion polled late, after the QP
-// was reset and connected again, must not break it.
-func (qp *QP) flushRecvs() error {
-	if qp.pv.State.Load()&qpErrSeen != 0 {
-		a, err := qp.Query(QPAttrState) // stores the state, without the mark
-		if err != nil {
-			return err
-		}
-		if a.State != QPStateErr {
-			return nil
-		}
-	}
-	return qp.Modify(&QPAttr{State: QPStateErr}, QPAttrState)
-}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/mmio"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
 
@@ -34,7 +35,10 @@ func fakeRxeCQ(t *testing.T, c *Context, size uint32) (*rxe.CQ, *fakeRing) {
 	mem := make([]byte, abi.OffsetofRXEQueueBufData+uintptr(size)<<log2)
 	r := &fakeRing{mem: mem, hdr: mmio.At[abi.RXEQueueBuf](mem, 0), mask: size - 1, log2: log2}
 	r.hdr.IndexMask, r.hdr.Log2ElemSize = r.mask, r.log2
-	q, err := rxe.NewCQOnMemory((*provCtx)(c), mem)
+	if c.pc == nil {
+		c.pc = provider.NewContext(nil, 0)
+	}
+	q, err := rxe.NewCQOnMemory(c.pc, mem)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +51,7 @@ var rxePollPaths = []string{"CQ.Poll", "rxe.CQ.Poll"}
 
 // rxePoller polls q through the loop path names.
 func rxePoller(t *testing.T, path string, q *rxe.CQ) func([]WorkCompletion) int {
-	cq := &CQ{rxe: q}
+	cq := &CQ{door: cqDoor{rxe: q}}
 	return func(wc []WorkCompletion) int {
 		if path == "rxe.CQ.Poll" {
 			return q.Poll(wcView(wc))

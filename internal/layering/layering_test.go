@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"internal/cycles":          nil,
 	"internal/testutils":       nil,
 	"uverbs":                   {"mmio", "internal/", "uverbs/internal/"},
-	"uverbs/internal/provider": {"mmio", "internal/sys"},
+	"uverbs/internal/provider": {"mmio", "internal/abi", "internal/sys"},
 	"uverbs/internal/rxe":      {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
 	"uverbs/internal/mlx5":     {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},
 	"uverbs/internal/siw":      {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},

@@ -30,7 +30,7 @@ import (
 // arming CQs. A kernel that answers GET_CONTEXT with static bfregs (no
 // dynamic UAR support) is refused with ErrNotSupported.
 type Provider struct {
-	ctx  provider.Context
+	ctx  *provider.Context
 	resp abi.MLX5AllocUContextResp
 	// cqUAR is the non-cached page CQ arm doorbells go to.
 	cqUAR *uarPage
@@ -51,7 +51,7 @@ const (
 )
 
 // NewProvider returns the mlx5 provider of a context.
-func NewProvider(ctx provider.Context) *Provider { return &Provider{ctx: ctx} }
+func NewProvider(ctx *provider.Context) *Provider { return &Provider{ctx: ctx} }
 
 func (p *Provider) Name() string { return "mlx5" }
 
@@ -527,7 +527,7 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
 		if err = q.postOneSend(wr); err != nil {
 			q.sq.Abort()
-			err = q.p.ctx.PostError(i, wr.WRID, err)
+			err = provider.PostFailed(i, wr.WRID, err)
 			break
 		}
 	}
@@ -537,7 +537,7 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 
 func (q *provQP) postOneSend(wr *provider.SendWR) error {
 	qp := q.qp
-	if err := qp.Owner.CheckSend(wr); err != nil {
+	if err := provider.CheckSend(qp, wr); err != nil {
 		return err
 	}
 	var op uint8
@@ -642,7 +642,7 @@ func (q *provQP) PostRecv(wr *provider.RecvWR) error {
 	if q.rq == nil {
 		return fmt.Errorf("uverbs post recv: the QP has no receive queue (MaxRecvWR 0): %w", sys.ErrInvalid)
 	}
-	return postRecvList(q.p.ctx, q.rq, wr)
+	return postRecvList(q.rq, wr)
 }
 
 // recvQueue is a receive queue of a QP or an SRQ.
@@ -653,11 +653,11 @@ type recvQueue interface {
 	Ring()
 }
 
-func postRecvList[Q recvQueue](ctx provider.Context, q Q, wr *provider.RecvWR) error {
+func postRecvList[Q recvQueue](q Q, wr *provider.RecvWR) error {
 	var err error
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
 		if err = postOneRecv(q, wr); err != nil {
-			err = ctx.PostError(i, wr.WRID, err)
+			err = provider.PostFailed(i, wr.WRID, err)
 			break
 		}
 	}
@@ -755,7 +755,7 @@ func (p *Provider) NewSRQ(srq *provider.SRQ, req provider.DriverReq, out []byte)
 	return &provSRQ{p: p, srq: srq, prep: r, q: q}, nil
 }
 
-func (q *provSRQ) PostRecv(wr *provider.RecvWR) error { return postRecvList(q.p.ctx, q.q, wr) }
+func (q *provSRQ) PostRecv(wr *provider.RecvWR) error { return postRecvList(q.q, wr) }
 
 // complete frees the WQE of a receive completion and returns its id.
 func (q *provSRQ) complete(counter uint16) uint64 {
@@ -796,10 +796,7 @@ func (p *Provider) AHDriverOutLen() int { return abi.Size[abi.MLX5CreateAHResp](
 func (p *Provider) AHCreated(ah *provider.AH, a *provider.AHAttr, out []byte) error {
 	var resp abi.MLX5CreateAHResp
 	copy(abi.Bytes(&resp), out)
-	eth, err := p.ctx.PortIsEthernet(a.PortNum)
-	if err != nil {
-		return err
-	}
+	eth := a.Ethernet
 	// The mlx5 rate code is the IB rate plus MLX5_STAT_RATE_OFFSET (the
 	// kernel's ib_rate_to_mlx5); 0 is the port's own rate.
 	rate := a.StaticRate

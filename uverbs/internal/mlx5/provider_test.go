@@ -2,7 +2,6 @@ package mlx5
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,31 +20,9 @@ import (
 // buffer as the device writes them. The package's other tests check
 // the formats themselves against mlx5dv.h and run a software NIC.
 
-// testCtx is a provider.Context without a device.
-type testCtx struct{ errQPs []uint32 }
-
-func (c *testCtx) FD() *sys.FD                        { return nil }
-func (c *testCtx) Exec(*sys.Method) error             { return fmt.Errorf("test context: no commands") }
-func (c *testCtx) CapsEx() (uint64, error)            { return 0, nil }
-func (c *testCtx) PortIsEthernet(uint8) (bool, error) { return true, nil }
-func (c *testCtx) SawErrorCompletion(qpn uint32)      { c.errQPs = append(c.errQPs, qpn) }
-func (c *testCtx) PostError(i int, _ uint64, err error) error {
-	if i == 0 {
-		return err
-	}
-	return fmt.Errorf("work request %d: %w", i, err)
-}
-
-// testOwner is a QP owner whose checks pass every request.
-type testOwner struct{}
-
-func (testOwner) CheckSend(*provider.SendWR) error { return nil }
-func (testOwner) ModifyToErr() error               { return nil }
-func (testOwner) FlushRecvs() error                { return nil }
-
 type mlx5Fixture struct {
 	p      *Provider
-	ctx    *testCtx
+	ctx    *provider.Context
 	cq     *provCQ
 	qp     *provQP
 	uqp    *provider.QP
@@ -59,7 +36,7 @@ type mlx5Fixture struct {
 
 func newMLX5Fixture(t *testing.T, typ provider.QPType, sendWR, recvWR int) *mlx5Fixture {
 	t.Helper()
-	ctx := &testCtx{}
+	ctx := provider.NewContext(nil, 0)
 	p := NewProvider(ctx)
 	p.resp.BfRegSize = 512
 	lim := Limits{MaxSQDescSz: 512, MaxRQDescSz: 512, MaxSendWQEBB: 1 << 15, MaxRecvWR: 1 << 15, MaxSRQRecvWR: 1 << 15}
@@ -93,8 +70,7 @@ func newMLX5Fixture(t *testing.T, typ provider.QPType, sendWR, recvWR int) *mlx5
 	if err != nil {
 		t.Fatal(err)
 	}
-	uqp := &provider.QP{Type: typ, Num: 0x1234, Cap: provider.QPCap{MaxSendWR: uint32(sq.MaxPost), MaxSendSGE: 2, MaxRecvWR: uint32(rq.MaxPost), MaxRecvSGE: 2, MaxInlineData: uint32(sq.MaxInline)},
-		Owner: testOwner{}}
+	uqp := &provider.QP{Type: typ, Num: 0x1234, Cap: provider.QPCap{MaxSendWR: uint32(sq.MaxPost), MaxSendSGE: 2, MaxRecvWR: uint32(rq.MaxPost), MaxRecvSGE: 2, MaxInlineData: uint32(sq.MaxInline)}}
 	mq := &provQP{p: p, qp: uqp, scq: cq, rcq: cq, inline: make([]byte, sq.MaxInline)}
 	if mq.sq, err = NewSQ(SQConfig{Buf: buf[sqOff : sqOff+sq.Bytes], Sizing: sq, QPN: uqp.Num, Type: mt, DBRec: dbrec, BlueFlame: bf, Writer: Device{}}); err != nil {
 		t.Fatal(err)
@@ -479,7 +455,7 @@ func TestMLX5CQResize(t *testing.T) {
 // before anything is allocated; the device format's sentinels carry
 // uverbs' classes.
 func TestMLX5ErrorClasses(t *testing.T) {
-	p := NewProvider(&testCtx{})
+	p := NewProvider(provider.NewContext(nil, 0))
 	p.resp.MaxSQDescSz, p.resp.MaxRQDescSz, p.resp.MaxSendWqebb, p.resp.MaxRecvWR, p.resp.MaxSRQRecvWR = 512, 512, 1<<15, 1<<15, 1<<15
 	if _, err := p.QPDriverData(&provider.QPConfig{Type: provider.QPTypeRC, Cap: provider.QPCap{MaxSendWR: 4, MaxSendSGE: 1, MaxInlineData: 4096}}); !errors.Is(err, sys.ErrInvalid) {
 		t.Errorf("QP with 4096 bytes inline in 512-byte WQEs: %v, want EINVAL", err)

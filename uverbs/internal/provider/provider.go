@@ -25,8 +25,6 @@ package provider
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/purerdma/rdma/internal/sys"
 )
 
 // Provider is one device's provider, made for a context when it opens.
@@ -76,28 +74,6 @@ func (r *DriverReq) Abort() {
 	}
 }
 
-// Context is what a provider uses of its uverbs context.
-type Context interface {
-	// FD is the context's command fd (mmap, commands, doorbells).
-	FD() *sys.FD
-	// Exec runs an ioctl method on the context; it fails once the
-	// context is closed.
-	Exec(m *sys.Method) error
-	// CapsEx is the device's extended capability flags
-	// (IB_UVERBS_DEVICE_*), read once and kept.
-	CapsEx() (uint64, error)
-	// PortIsEthernet reports whether a port's link layer is Ethernet
-	// (RoCE) rather than InfiniBand.
-	PortIsEthernet(port uint8) (bool, error)
-	// SawErrorCompletion tells uverbs of a completion in error for the
-	// QP numbered qpn: the device may have moved the QP to ERR.
-	SawErrorCompletion(qpn uint32)
-	// PostError is the error of a post list whose request i (wrid)
-	// failed with err: err itself for the first request, else uverbs'
-	// PostError, which says the requests before it were posted.
-	PostError(i int, wrid uint64, err error) error
-}
-
 // CQ is what a provider knows of a completion queue.
 type CQ struct {
 	Handle uint32
@@ -127,33 +103,17 @@ type QP struct {
 	RecvCQ    CQQueue
 	SRQ       SRQQueue // nil: the QP has its own receive queue
 	// State is the QP's state word, which uverbs keeps here: the
-	// QPState in the low byte, a mark above it once an error was seen
+	// QPState in the low byte, ErrSeen above it once an error was seen
 	// (so a marked state compares greater than StateErr).
 	State atomic.Uint32
-	// Owner is the uverbs QP, for what a provider asks of it.
-	Owner QPOwner
+	// CapsEx are the device's extended capability flags
+	// (IB_UVERBS_DEVICE_*), for CheckSend's FLUSH and ATOMIC_WRITE.
+	CapsEx uint64
 }
 
 // StateErr is QPStateErr, the state from which a QP flushes its work
 // requests.
 const StateErr = 6
-
-// QPOwner is what a provider asks of its uverbs QP, off the fast path.
-type QPOwner interface {
-	// CheckSend makes uverbs' checks of a send request against the QP
-	// (opcode for the type, scatter/gather count, atomics' alignment,
-	// capabilities, inline size, UD address, bind); a provider calls it
-	// for every request it does not check itself.
-	CheckSend(wr *SendWR) error
-	// ModifyToErr moves the QP to ERR (its queued requests then
-	// complete with WCWRFlushErr).
-	ModifyToErr() error
-	// FlushRecvs makes receives just posted to a QP in ERR complete
-	// with WCWRFlushErr (for rxe, which does not flush them by itself):
-	// the QP asks the kernel whether it is in ERR when only marked, and
-	// moves it to ERR again.
-	FlushRecvs() error
-}
 
 // SRQConfig is the size of a shared receive queue.
 type SRQConfig struct {
@@ -192,6 +152,9 @@ type AHAttr struct {
 	SGIDIndex    uint8
 	HopLimit     uint8
 	TrafficClass uint8
+	// Ethernet: the port's link layer is Ethernet (RoCE), not
+	// InfiniBand.
+	Ethernet bool
 }
 
 // MW is the first field of uverbs.MW: its current rkey, which a posted

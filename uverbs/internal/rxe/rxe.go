@@ -17,11 +17,11 @@ import (
 // polled and posted here without system calls; the send queue's doorbell
 // is an empty POST_SEND write().
 type Provider struct {
-	ctx provider.Context
+	ctx *provider.Context
 }
 
 // New returns the rxe provider of a context.
-func New(ctx provider.Context) *Provider { return &Provider{ctx: ctx} }
+func New(ctx *provider.Context) *Provider { return &Provider{ctx: ctx} }
 
 func (p *Provider) Name() string                     { return "rxe" }
 func (p *Provider) ContextDriverData() ([]byte, int) { return nil, 0 }
@@ -258,7 +258,7 @@ func (q *CQ) Unmap() error { return q.ring.unmap() }
 // NewCQOnMemory is a CQ on a ring in ordinary memory, laid out as the
 // kernel maps one (struct rxe_queue_buf, then the slots), for tests of
 // the poll loops, uverbs' included. Its Unmap does nothing.
-func NewCQOnMemory(ctx provider.Context, mem []byte) (*CQ, error) {
+func NewCQOnMemory(ctx *provider.Context, mem []byte) (*CQ, error) {
 	r, err := newQueue("test CQ", mem)
 	if err != nil {
 		return nil, err
@@ -343,13 +343,11 @@ func (p *Provider) NewQP(qp *provider.QP, _ provider.DriverReq, out []byte) (pro
 	}
 	q.plain, q.maxWR, q.maxSGE = plainOpcodes(qp.Type), qp.Cap.MaxSendWR, int(qp.Cap.MaxSendSGE)
 	if qp.Type == provider.QPTypeRC { // FLUSH is RC's only
-		if caps, err := p.ctx.CapsEx(); err == nil {
-			if caps&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 {
-				q.flushTypes |= provider.FlushGlobal
-			}
-			if caps&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0 {
-				q.flushTypes |= provider.FlushPersistent
-			}
+		if qp.CapsEx&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL != 0 {
+			q.flushTypes |= provider.FlushGlobal
+		}
+		if qp.CapsEx&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT != 0 {
+			q.flushTypes |= provider.FlushPersistent
 		}
 	}
 	return q, nil
@@ -367,7 +365,7 @@ func (q *QP) Unmap() error {
 // once if anything was posted. The work requests of the plain opcodes
 // (most of them: RDMA WRITE and READ and SEND of RC and UC, without
 // SendInline) are checked and built here, without a call; the others go
-// through postOneSend, which has uverbs check them (QPOwner.CheckSend).
+// through postOneSend, which has uverbs check them (provider.CheckSend).
 //
 // The doorbell is the QP's sys.Doorbell, a write(2) without the FD's
 // lock. That is safe because the fd outlives every doorbell: the fd is
@@ -492,7 +490,7 @@ func index(first, wr *provider.SendWR) int {
 // the requests before wr, and reports err with wr's index (PostError).
 func (q *QP) postFailed(first, wr *provider.SendWR, err error) error {
 	i := index(first, wr)
-	err = q.p.ctx.PostError(i, wr.WRID, err)
+	err = provider.PostFailed(i, wr.WRID, err)
 	if i > 0 {
 		if r, ok := q.bell.Ring(); !ok {
 			return q.doorbellFailed(i, q.bell.Err("rxe doorbell", r), err)
@@ -521,14 +519,14 @@ func (q *QP) doorbellFailed(posted int, dbErr, postErr error) error {
 	if postErr != nil {
 		what += fmt.Sprintf(" (the next one was not: %v)", postErr)
 	}
-	if err := q.qp.Owner.ModifyToErr(); err != nil {
+	if err := q.p.ctx.ModifyToErr(q.qp); err != nil {
 		return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue; moving the QP to ERR to flush them failed too (%v): they run at the next doorbell unless the QP is reset", dbErr, what, err)
 	}
 	return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, what)
 }
 
 func (q *QP) postOneSend(wr *provider.SendWR) error {
-	if err := q.qp.Owner.CheckSend(wr); err != nil {
+	if err := provider.CheckSend(q.qp, wr); err != nil {
 		return err
 	}
 	r := q.sq
@@ -618,7 +616,7 @@ publish:
 func (q *QP) PostRecv(wr *provider.RecvWR) error {
 	err := q.p.postRecvRing(q.rq, q.qp.Cap.MaxRecvWR, q.qp.Cap.MaxRecvSGE, wr)
 	if q.qp.State.Load() >= provider.StateErr { // ERR, or maybe (marked)
-		if kerr := q.qp.Owner.FlushRecvs(); kerr != nil && err == nil {
+		if kerr := q.p.ctx.FlushRecvs(q.qp); kerr != nil && err == nil {
 			err = kerr
 		}
 	}
@@ -630,11 +628,11 @@ func (q *QP) PostRecv(wr *provider.RecvWR) error {
 func (p *Provider) postRecvRing(r *queue, maxWR, maxSGE uint32, wr *provider.RecvWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
 		if len(wr.SGL) > int(maxSGE) {
-			return p.ctx.PostError(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, sys.ErrInvalid))
+			return provider.PostFailed(i, wr.WRID, fmt.Errorf("%d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), maxSGE, sys.ErrInvalid))
 		}
 		prod := r.producer()
 		if r.full(prod, maxWR) {
-			return p.ctx.PostError(i, wr.WRID, provider.ErrRecvQueueFull)
+			return provider.PostFailed(i, wr.WRID, provider.ErrRecvQueueFull)
 		}
 		off := r.slot(prod)
 		wqe := mmio.At[abi.RXERecvWQE](r.data, off)
@@ -647,7 +645,7 @@ func (p *Provider) postRecvRing(r *queue, maxWR, maxSGE uint32, wr *provider.Rec
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return p.ctx.PostError(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
+			return provider.PostFailed(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
 		}
 		wqe.DMA = abi.RXEDMAInfo{Length: uint32(length), Resid: uint32(length), NumSGE: uint32(len(wr.SGL))}
 		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)

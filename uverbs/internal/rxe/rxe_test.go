@@ -1,7 +1,6 @@
 package rxe
 
 import (
-	"fmt"
 	"math/bits"
 	"runtime"
 	"strconv"
@@ -16,28 +15,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testutils.Main(m) }
-
-// testCtx is a provider.Context with the command fd fd and nothing else.
-type testCtx struct {
-	fd     *sys.FD
-	errQPs []uint32 // the QPs SawErrorCompletion was told of
-}
-
-func (c *testCtx) FD() *sys.FD                        { return c.fd }
-func (c *testCtx) Exec(*sys.Method) error             { return fmt.Errorf("test context: no commands") }
-func (c *testCtx) CapsEx() (uint64, error)            { return 0, nil }
-func (c *testCtx) PortIsEthernet(uint8) (bool, error) { return true, nil }
-func (c *testCtx) SawErrorCompletion(qpn uint32)      { c.errQPs = append(c.errQPs, qpn) }
-func (c *testCtx) PostError(i int, _ uint64, err error) error {
-	return fmt.Errorf("work request %d: %w", i, err)
-}
-
-// testOwner is a QP owner whose checks pass every request.
-type testOwner struct{}
-
-func (testOwner) CheckSend(*provider.SendWR) error { return nil }
-func (testOwner) ModifyToErr() error               { return nil }
-func (testOwner) FlushRecvs() error                { return nil }
 
 // ringFD is a memfd of size bytes that starts with hdr, opened again
 // through /proc as the provider's command fd: mapping it at offset 0
@@ -130,7 +107,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 		hdr := abi.RXEQueueBuf{IndexMask: mask, Log2ElemSize: log2, ProducerIndex: prod, ConsumerIndex: cons}
 		fd := ringFD(t, mapSize, &hdr)
 		defer fd.Close()
-		p := New(&testCtx{fd: fd})
+		p := New(provider.NewContext(fd, 0))
 		mi := abi.MMInfo{Offset: 0, Size: uint32(mapSize)}
 
 		buf := make([]byte, 1024) // inline data comes from here
@@ -159,7 +136,7 @@ func FuzzRxeQueueHeader(f *testing.F) {
 		case rxeKindQP:
 			resp := abi.RXECreateQPResp{SQMI: mi, RQMI: mi}
 			caps.MaxSendWR, caps.MaxRecvWR = mask, mask
-			qp := &provider.QP{Type: provider.QPTypeRC, Cap: caps, Owner: testOwner{}}
+			qp := &provider.QP{Type: provider.QPTypeRC, Cap: caps}
 			q, err := p.NewQP(qp, provider.DriverReq{}, abi.Bytes(&resp))
 			if err != nil {
 				return

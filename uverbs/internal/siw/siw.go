@@ -37,11 +37,11 @@ import (
 
 // Provider is soft-iWARP's provider.
 type Provider struct {
-	ctx provider.Context
+	ctx *provider.Context
 }
 
 // New returns the siw provider of a context.
-func New(ctx provider.Context) *Provider { return &Provider{ctx: ctx} }
+func New(ctx *provider.Context) *Provider { return &Provider{ctx: ctx} }
 
 func (p *Provider) Name() string { return "siw" }
 
@@ -345,7 +345,7 @@ func (q *QP) check(wr *provider.SendWR) (uint8, error) {
 	if op == 0xff {
 		return 0, fmt.Errorf("uverbs post send: %v: siw (iWARP) executes RDMA_WRITE, RDMA_READ, SEND and SEND_WITH_INV from user space, no immediate data, atomics, memory windows, local invalidation or FLUSH: %w", wr.Opcode, sys.ErrNotSupported)
 	}
-	if err := q.qp.Owner.CheckSend(wr); err != nil {
+	if err := provider.CheckSend(q.qp, wr); err != nil {
 		return 0, err
 	}
 	if wr.Flags&provider.SendInline != 0 {
@@ -461,7 +461,7 @@ func (q *QP) postFailed(first, wr *provider.SendWR, start uint32, err error) err
 	for w := first; w != wr; w = w.Next {
 		i++
 	}
-	err = q.p.ctx.PostError(i, wr.WRID, err)
+	err = provider.PostFailed(i, wr.WRID, err)
 	if dberr := q.doorbell(start, q.sqPut-start); dberr != nil {
 		return fmt.Errorf("%w (and the next one was not: %v)", dberr, err)
 	}
@@ -472,7 +472,7 @@ func (q *QP) postFailed(first, wr *provider.SendWR, start uint32, err error) err
 // reads any VALID entry when it next runs the queue), so the QP is moved
 // to ERR, which stops the send queue for good.
 func (q *QP) doorbellFailed(posted int, dbErr error) error {
-	if err := q.qp.Owner.ModifyToErr(); err != nil {
+	if err := q.p.ctx.ModifyToErr(q.qp); err != nil {
 		return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue; moving the QP to ERR failed too (%v): they may run later", dbErr, posted, err)
 	}
 	return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue: the QP was moved to ERR, so they do not run", dbErr, posted)
@@ -490,12 +490,12 @@ func (q *QP) PostRecv(wr *provider.RecvWR) error {
 func postRecv(p *Provider, r *mmio.Ring[abi.SIWRQE], put *uint32, maxSGEs uint32, wr *provider.RecvWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
 		if len(wr.SGL) > int(min(maxSGEs, maxSGE)) {
-			return p.ctx.PostError(i, wr.WRID, fmt.Errorf("uverbs post recv: %d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), min(maxSGEs, maxSGE), sys.ErrInvalid))
+			return provider.PostFailed(i, wr.WRID, fmt.Errorf("uverbs post recv: %d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), min(maxSGEs, maxSGE), sys.ErrInvalid))
 		}
 		e := r.Slot(*put)
 		fw := word(e)
 		if atomic.LoadUint32(fw)&valid != 0 {
-			return p.ctx.PostError(i, wr.WRID, provider.ErrRecvQueueFull)
+			return provider.PostFailed(i, wr.WRID, provider.ErrRecvQueueFull)
 		}
 		var length uint64
 		for j, s := range wr.SGL {
@@ -503,7 +503,7 @@ func postRecv(p *Provider, r *mmio.Ring[abi.SIWRQE], put *uint32, maxSGEs uint32
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return p.ctx.PostError(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
+			return provider.PostFailed(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
 		}
 		e.ID = wr.WRID
 		atomic.StoreUint32(fw, valid|uint32(len(wr.SGL))<<16)

@@ -2,12 +2,10 @@ package siw
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 	"unsafe"
 
 	"github.com/purerdma/rdma/internal/abi"
-	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
@@ -46,22 +44,9 @@ func TestLayout(t *testing.T) {
 	}
 }
 
-// testCtx is a provider.Context without a device: it records the QPs
-// SawErrorCompletion was told of.
-type testCtx struct{ errQPs []uint32 }
-
-func (c *testCtx) FD() *sys.FD                        { return nil }
-func (c *testCtx) Exec(*sys.Method) error             { return fmt.Errorf("test context: no commands") }
-func (c *testCtx) CapsEx() (uint64, error)            { return 0, nil }
-func (c *testCtx) PortIsEthernet(uint8) (bool, error) { return true, nil }
-func (c *testCtx) SawErrorCompletion(qpn uint32)      { c.errQPs = append(c.errQPs, qpn) }
-func (c *testCtx) PostError(i int, _ uint64, err error) error {
-	return fmt.Errorf("work request %d: %w", i, err)
-}
-
 // cqOnMemory is a CQ of n entries on plain memory, as the kernel maps
 // one, and the memory.
-func cqOnMemory(t testing.TB, ctx *testCtx, n uint32) (*CQ, []byte) {
+func cqOnMemory(t testing.TB, ctx *provider.Context, n uint32) (*CQ, []byte) {
 	mem := make([]byte, int(n)*cqeSize+ctrlSize)
 	q, err := newCQ(New(ctx), mem, n)
 	if err != nil {
@@ -74,7 +59,12 @@ func cqOnMemory(t testing.TB, ctx *testCtx, n uint32) (*CQ, []byte) {
 // cleared, every field of the WC written; an error status is reported to
 // the context; an unknown opcode or status reads as a general error.
 func TestPoll(t *testing.T) {
-	ctx := &testCtx{}
+	ctx := provider.NewContext(nil, 0)
+	qps := map[uint32]*provider.QP{}
+	for _, n := range []uint32{3, 5, 6} {
+		qps[n] = &provider.QP{Num: n}
+		ctx.AddQP(qps[n])
+	}
 	q, _ := cqOnMemory(t, ctx, 4)
 	put := func(i uint32, e abi.SIWCQE) {
 		s := q.ring.Slot(i)
@@ -105,8 +95,10 @@ func TestPoll(t *testing.T) {
 			t.Errorf("entry %d's flags word %#x after the poll, want 0", i, f)
 		}
 	}
-	if fmt.Sprint(ctx.errQPs) != "[5 6]" {
-		t.Errorf("errors reported for QPs %v, want [5 6]", ctx.errQPs)
+	for n, qp := range qps {
+		if got, want := qp.State.Load()&provider.ErrSeen != 0, n != 3; got != want {
+			t.Errorf("QP %d marked as maybe in ERR: %v, want %v", n, got, want)
+		}
 	}
 	if n := q.Poll(wc); n != 0 {
 		t.Errorf("Poll of an empty CQ = %d", n)
@@ -135,7 +127,7 @@ func FuzzPoll(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{1}, 4*cqeSize))
 	f.Add(make([]byte, 4*cqeSize))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ctx := &testCtx{}
+		ctx := provider.NewContext(nil, 0)
 		q, mem := cqOnMemory(t, ctx, 4)
 		copy(mem[:4*cqeSize], b)
 		var valids int

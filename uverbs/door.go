@@ -1,0 +1,85 @@
+package uverbs
+
+import (
+	"sync/atomic"
+
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
+)
+
+// The doors: the only places uverbs names a provider's own types. Every
+// other call into a provider goes through the interfaces of
+// uverbs/internal/provider; these take a measured fast path past them
+// (docs/performance.md: the interface call and the frame it adds cost
+// rxe's post and poll instructions that C's librxe does not spend).
+// One door per provider, all in this file; a provider without a door
+// (mlx5, siw) is called through the interfaces.
+//
+// rxe's door: QP.PostSend calls rxe.QP.PostSend directly, and the Poll of
+// a CQ with a TD (no lock) runs rxe.CQ.Poll's loop written out here.
+
+// qpDoor is a QP's direct path: rxe is the QP's queues when those are
+// rxe's, which PostSend calls without dispatch (one load and test).
+type qpDoor struct {
+	rxe *rxe.QP
+}
+
+// open sets the door for the QP's queues q.
+func (d *qpDoor) open(q provider.QPQueues) {
+	d.rxe, _ = q.(*rxe.QP)
+}
+
+// cqDoor is a CQ's direct path: rxe is the CQ's queue when that is
+// rxe's and the CQ has a TD (no lock), while the CQ is open; Poll tests
+// it with one load.
+type cqDoor struct {
+	rxe *rxe.CQ
+}
+
+// open sets the door for the CQ's new queue q.
+func (d *cqDoor) open(q provider.CQQueue, locks bool) {
+	if r, ok := q.(*rxe.CQ); ok && !locks {
+		d.rxe = r
+	}
+}
+
+// close shuts the door when the CQ is destroyed. Only a TD CQ has one
+// open, so no locked Poll reads it meanwhile.
+func (d *cqDoor) close() {
+	if d.rxe != nil {
+		d.rxe = nil
+	}
+}
+
+// Poll moves up to len(wc) completions into wc and returns how many
+// (ibv_poll_cq). It makes no system call and does not allocate.
+//
+// A completion with an error status tells the library that its QP may
+// be in ERR (the device moves a QP there on an error): that QP's next
+// PostRecv asks the kernel, so that receives posted to a QP in ERR
+// complete with WCWRFlushErr.
+//
+//go:nosplit
+func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq == nil || cq.door.rxe == nil {
+		return cq.pollSlow(wc)
+	}
+	// rxe without a lock: rxe.CQ.Poll's loop, written out here (a call
+	// and a frame less, see docs/performance.md).
+	q := cq.door.rxe
+	h := q.Hdr
+	prod := atomic.LoadUint32(&h.ProducerIndex)
+	cons := atomic.LoadUint32(&h.ConsumerIndex)
+	n, status := 0, uint32(0)
+	for ; n < len(wc) && cons != prod; n++ {
+		status |= rxe.CopyWC(provider.As[provider.WC](&wc[n]), q.WCs.Slot(cons))
+		cons = (cons + 1) & q.WCs.Mask()
+	}
+	if n > 0 {
+		if status != 0 {
+			q.SawErrors(cons, n)
+		}
+		atomic.StoreUint32(&h.ConsumerIndex, cons)
+	}
+	return n, nil
+}
