@@ -1,10 +1,6 @@
 package uverbs
 
-import (
-	"fmt"
-
-	"github.com/purerdma/rdma/uverbs/internal/provider"
-)
+import "fmt"
 
 // SGE is one scatter/gather element (ibv_sge): Length bytes at Addr in
 // memory registered with the key LKey.
@@ -32,9 +28,21 @@ const (
 	WRAtomicWrite       WROpcode = 15 // kernel 6.2+, device cap ATOMIC_WRITE
 )
 
+var wrOpcodeNames = map[WROpcode]string{
+	WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
+	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ", WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP",
+	WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", WRLocalInv: "LOCAL_INV", WRBindMW: "BIND_MW",
+	WRSendWithInv: "SEND_WITH_INV", WRFlush: "FLUSH", WRAtomicWrite: "ATOMIC_WRITE",
+}
+
 // String is the opcode's name in ibv_wr_opcode without the IBV_WR_
 // prefix ("RDMA_WRITE"), or WROpcode(n).
-func (o WROpcode) String() string { return provider.WROpcode(o).String() }
+func (o WROpcode) String() string {
+	if s, ok := wrOpcodeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("WROpcode(%d)", uint32(o))
+}
 
 // SendFlags modify a send work request (ibv_send_flags).
 type SendFlags uint32

@@ -52,6 +52,11 @@ const benchHelp = `Flags of bench TEST (perftest's defaults):
   -t TXDEPTH       send queue depth (bandwidth tests)
   -Q CQMOD         signal every CQMOD-th send (bandwidth tests)
   -p TCPPORT       the TCP port of the exchange (default 18515)
+  -R               connect the QPs through the rdma_cm (as perftest's -R; iWARP
+                   devices need it), on port TCPPORT+1; the device is the one
+                   the addresses route to, not -d's
+  -b ADDR          with -R: the server's listen address, the client's source
+                   address (default: any, and the route's)
   -json            print the result as one JSON object (docs/performance.md lists the fields)
   -yield DUR       let the Go scheduler run this often while busy polling
   -cpuprofile FILE, -allocprofile FILE   write profiles
@@ -88,6 +93,8 @@ type benchConfig struct {
 	allocProfile string        // -allocprofile
 	yield        time.Duration // -yield: let the Go scheduler run this often; 0 never
 	server       string        // the server to connect to; "" to be the server
+	cm           bool          // -R: connect the QPs through the rdma_cm
+	bind         string        // -b: with -R, the local address (the server's listen address, the client's source)
 }
 
 // Defaults, as perftest's (perftest_parameters.h) where it has one.
@@ -132,6 +139,8 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	fs.IntVar(&c.cqMod, "Q", -1, "CQ moderation")
 	fs.IntVar(&c.tcpPort, "p", benchDefTCPPort, "TCP port")
 	fs.BoolVar(&c.json, "json", false, "JSON output")
+	fs.BoolVar(&c.cm, "R", false, "connect the QPs through the rdma_cm")
+	fs.StringVar(&c.bind, "b", "", "with -R: the local address")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "CPU profile file")
 	fs.StringVar(&c.allocProfile, "allocprofile", "", "allocation profile file (records every allocation: slows the run)")
 	fs.DurationVar(&c.yield, "yield", spin.DefaultInterval, "scheduler yield interval (package spin)")
@@ -314,6 +323,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // test: a device that does not exist or does not work fails at once,
 // before a server waits for its client.
 func benchRun(ctx context.Context, cfg *benchConfig) (_ *bench.Result, err error) {
+	if cfg.cm {
+		return benchRunCM(ctx, cfg) // bench_cm.go
+	}
 	ep, err := openBenchEndpoint(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("bench %v: %w", cfg.test, err)

@@ -36,6 +36,7 @@ type benchEndpoint struct {
 	outReads int        // RDMA READs and atomics in flight the device takes per QP
 	rxDepth  int
 	psn      uint32
+	cm       bool           // connected by the rdma_cm: connect does nothing
 	closers  []func() error // newest last
 
 	wc [16]uverbs.WorkCompletion
@@ -56,60 +57,13 @@ func openBenchEndpoint(cfg *benchConfig) (_ *benchEndpoint, err error) {
 	if err != nil {
 		return nil, err
 	}
-	name := dev.Name
-	if ep.ctx, err = uverbs.Open(name, nil); err != nil {
+	if ep.ctx, err = uverbs.Open(dev.Name, nil); err != nil {
 		return nil, err
 	}
 	ep.closers = append(ep.closers, ep.ctx.Close)
-	attr, err := ep.ctx.QueryDevice()
-	if err != nil {
+	if err := ep.create(cfg, func(pd *uverbs.PD, qc uverbs.QPConfig) (*uverbs.QP, error) { return pd.CreateQP(qc) }); err != nil {
 		return nil, err
 	}
-	ep.outReads = min(max(attr.MaxQPRdAtom, 1), 255)
-	pattr, err := ep.ctx.QueryPort(cfg.port)
-	if err != nil {
-		return nil, err
-	}
-	if pattr.State != uverbs.PortActive {
-		return nil, fmt.Errorf("%s port %d is %v, not ACTIVE", name, cfg.port, pattr.State)
-	}
-	ep.mtu = pattr.ActiveMTU
-	if ep.gidIndex, ep.gid, err = benchGID(ep.ctx, cfg.port, cfg.gidIndex); err != nil {
-		return nil, err
-	}
-	if ep.td, err = ep.ctx.AllocTD(); err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.td.Close)
-	if ep.pd, err = ep.ctx.AllocPD(); err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.pd.Close)
-	if ep.scq, err = ep.ctx.CreateCQ(uverbs.CQConfig{Size: cfg.txDepth, TD: ep.td}); err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.scq.Close)
-	if ep.rcq, err = ep.ctx.CreateCQ(uverbs.CQConfig{Size: max(ep.rxDepth, 1), TD: ep.td}); err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.rcq.Close)
-	ep.qp, err = ep.pd.CreateQP(uverbs.QPConfig{Type: uverbs.QPTypeRC, SendCQ: ep.scq, RecvCQ: ep.rcq, TD: ep.td,
-		Cap: uverbs.QPCap{MaxSendWR: uint32(cfg.txDepth), MaxRecvWR: uint32(max(ep.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.qp.Close)
-	page := os.Getpagesize()
-	ep.region = (cfg.size + page - 1) / page * page
-	if ep.buf, err = uverbs.AllocBuffer(2 * ep.region); err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.buf.Close)
-	ep.mem = ep.buf.Bytes()
-	if ep.mr, err = ep.pd.RegBuffer(ep.buf, benchAccess); err != nil {
-		return nil, err
-	}
-	ep.closers = append(ep.closers, ep.mr.Close)
 	err = ep.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: cfg.port, AccessFlags: benchAccess},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
 	if err != nil {
@@ -117,6 +71,62 @@ func openBenchEndpoint(cfg *benchConfig) (_ *benchEndpoint, err error) {
 	}
 	ep.psn = rand.Uint32() & 0xffffff
 	return ep, nil
+}
+
+// create makes the run's objects on ep.ctx, the QP through createQP
+// (the PD's, or an rdma_cm ID's).
+func (ep *benchEndpoint) create(cfg *benchConfig, createQP func(*uverbs.PD, uverbs.QPConfig) (*uverbs.QP, error)) (err error) {
+	name := ep.ctx.Device().Name
+	attr, err := ep.ctx.QueryDevice()
+	if err != nil {
+		return err
+	}
+	ep.outReads = min(max(attr.MaxQPRdAtom, 1), 255)
+	pattr, err := ep.ctx.QueryPort(ep.port)
+	if err != nil {
+		return err
+	}
+	if pattr.State != uverbs.PortActive {
+		return fmt.Errorf("%s port %d is %v, not ACTIVE", name, ep.port, pattr.State)
+	}
+	ep.mtu = pattr.ActiveMTU
+	if ep.gidIndex, ep.gid, err = benchGID(ep.ctx, ep.port, cfg.gidIndex); err != nil && !ep.cm {
+		return err
+	}
+	if ep.td, err = ep.ctx.AllocTD(); err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.td.Close)
+	if ep.pd, err = ep.ctx.AllocPD(); err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.pd.Close)
+	if ep.scq, err = ep.ctx.CreateCQ(uverbs.CQConfig{Size: cfg.txDepth, TD: ep.td}); err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.scq.Close)
+	if ep.rcq, err = ep.ctx.CreateCQ(uverbs.CQConfig{Size: max(ep.rxDepth, 1), TD: ep.td}); err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.rcq.Close)
+	ep.qp, err = createQP(ep.pd, uverbs.QPConfig{Type: uverbs.QPTypeRC, SendCQ: ep.scq, RecvCQ: ep.rcq, TD: ep.td,
+		Cap: uverbs.QPCap{MaxSendWR: uint32(cfg.txDepth), MaxRecvWR: uint32(max(ep.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.qp.Close)
+	page := os.Getpagesize()
+	ep.region = (cfg.size + page - 1) / page * page
+	if ep.buf, err = uverbs.AllocBuffer(2 * ep.region); err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.buf.Close)
+	ep.mem = ep.buf.Bytes()
+	if ep.mr, err = ep.pd.RegBuffer(ep.buf, benchAccess); err != nil {
+		return err
+	}
+	ep.closers = append(ep.closers, ep.mr.Close)
+	return nil
 }
 
 // close destroys the objects, newest first: the memory region before its
@@ -176,6 +186,9 @@ const (
 // perftest's settings.
 func (ep *benchEndpoint) connect(peer bench.Hello) error {
 	ep.mtu = min(ep.mtu, uverbs.MTU(peer.MTU))
+	if ep.cm {
+		return nil // the rdma_cm connected the QP
+	}
 	return ep.qp.ConnectRC(uverbs.RCPeer{QPNum: peer.QPN, PSN: peer.PSN, GID: peer.GID}, &uverbs.RCOptions{
 		Port: ep.port, SGIDIndex: ep.gidIndex, HopLimit: benchHopLimit, PathMTU: ep.mtu, SQPSN: ep.psn,
 		MaxRdAtomic: max(peer.OutReads, 1), MaxDestRdAtomic: uint8(ep.outReads), MinRNRTimer: benchMinRNRTimer,

@@ -162,3 +162,44 @@ func TestBenchMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchCM runs the tests iWARP can run with -R, the QPs connected
+// through the rdma_cm between the fabric's two addresses (on siw, the
+// only way; make vmtest runs it there too), both sides in JSON.
+func TestBenchCM(t *testing.T) {
+	f := testenv.NeedFabric(t)
+	for _, test := range []bench.Test{bench.WriteLat, bench.ReadLat, bench.SendLat, bench.WriteBW, bench.ReadBW, bench.SendBW} {
+		t.Run(test.String(), func(t *testing.T) {
+			port := freePort(t)
+			args := []string{test.String(), "-R", "-n", "40", "-w", "5", "-s", "100", "-json", "-p", strconv.Itoa(port)}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			type out struct {
+				s   string
+				err error
+			}
+			srvc := make(chan out, 1)
+			go func() {
+				var b, e bytes.Buffer
+				err := benchCmd(ctx, append(append([]string{}, args...), "-b", f.Addrs[0].String()), &b, &e)
+				srvc <- out{b.String(), err}
+			}()
+			var b, e bytes.Buffer
+			cliErr := benchCmd(ctx, append(append([]string{}, args...), "-b", f.Addrs[1].String(), f.Addrs[0].String()), &b, &e)
+			s := <-srvc
+			if s.err != nil || cliErr != nil {
+				t.Fatalf("server: %v\nclient: %v", s.err, cliErr)
+			}
+			cli := checkBenchJSON(t, "client", b.String(), test)
+			srv := checkBenchJSON(t, "server", s.s, test)
+			// The server of a one-way test prints the client's result.
+			wantSrv := f.Devs[1]
+			if test.PingPong() {
+				wantSrv = f.Devs[0]
+			}
+			if cli.Device != f.Devs[1] || srv.Device != wantSrv {
+				t.Errorf("devices: client %q, server %q; want %s and %s (the addresses' devices)", cli.Device, srv.Device, f.Devs[1], wantSrv)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -16,7 +17,8 @@ import (
 
 // selftest runs every fast-path operation of the verbs through a
 // device's provider against the device itself: queue pairs in one
-// process, connected to each other over the device's own port (loopback),
+// process, connected to each other over the device's own port (loopback;
+// on iWARP through the rdma_cm, from the port's address to itself),
 // each check verifying the data that moved and the fields of every
 // completion, and prints a pass/fail table. It is the hardware check of
 // a provider: on soft-RoCE it runs in the test VM, on a ConnectX it is
@@ -42,9 +44,13 @@ const selftestMaxIters = 1 << 26
 
 var selftestHelp = fmt.Sprintf(`Queue pairs of one process, on one device and port, send to each other
 through the device (loopback) and check each operation of the fast path:
-the data that arrived and every field of every completion. Checks the
-device cannot do (atomics on a device without them, inline data on a QP
-without room for it) show "n/a" and the reason; n/a is not a pass.
+the data that arrived and every field of every completion. On InfiniBand
+and RoCE the QPs are connected by moving them to RTS; on iWARP through
+the rdma_cm, from the address of the port's network interface to itself.
+Checks the device cannot do (atomics on a device without them, inline
+data on a QP without room for it; on iWARP UC, UD, immediate data,
+atomics, the error completion and the full send queue) show "n/a" and
+the reason; n/a is not a pass.
 
 Flags:
   -d DEV        device (default: the first)
@@ -55,9 +61,9 @@ Flags:
   -iters N      messages of the ring-wrap check (default %d: more than 65536, so
                 the 16-bit queue counters wrap; a few seconds on soft-RoCE)
   -json         print {"device", "driver", "provider", "kernel", "port", "gid_index",
-                "gid", "gid_type", "link_layer", "rows": [{"name", "result" (pass, fail
-                or n/a), "detail", "usec"}], "passed", "failed", "not_applicable"}
-                (gid_index -1: LID routing)
+                "gid", "gid_type", "link_layer", "connect", "rows": [{"name", "result"
+                (pass, fail or n/a), "detail" (for n/a the reason), "usec"}],
+                "passed", "failed", "not_applicable"} (gid_index -1: LID routing)
 
 Exit status 0 only if every check that applies passed.
 
@@ -65,6 +71,7 @@ Examples:
   purerdma selftest
   purerdma selftest -d mlx5_0 -i 1 -g 3
   purerdma selftest -d rxe0 -iters 200000 -json
+  purerdma selftest -d siw0
 `, selftestDefIters)
 
 // selftestOptions is a parsed selftest command line.
@@ -160,7 +167,12 @@ type selftestEnv struct {
 	// rdAtomic is the reads and atomics a QP has outstanding, as
 	// initiator and as responder.
 	rdAtomic, destRdAtomic uint8
-	report                 selftestReport // the header; run adds the rows
+	// iwarp: the QPs connect through the rdma_cm on cmAddr, the
+	// device's address (cmConnect), and the checks iWARP cannot do are
+	// n/a.
+	iwarp  bool
+	cmAddr netip.Addr
+	report selftestReport // the header; run adds the rows
 }
 
 // openSelftest opens the device and finds its port and GID.
@@ -169,11 +181,13 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var cmAddr netip.Addr
 	if dev.Transport == uverbs.TransportIWARP {
-		// The checks connect their QPs by hand (INIT, RTR with an
-		// address, RTS); an iWARP QP reaches RTS only through the
-		// rdma_cm.
-		return nil, fmt.Errorf("%s is an iWARP device: selftest connects its QPs by hand, which iWARP does not allow (its QPs connect through the rdma_cm): %w", dev.Name, uverbs.ErrNotSupported)
+		// An iWARP QP reaches RTS only through the rdma_cm, which
+		// needs the device's IP address.
+		if cmAddr, err = selftestCMAddr(dev, o.port); err != nil {
+			return nil, err
+		}
 	}
 	c, err := dev.Open(nil)
 	if err != nil {
@@ -184,7 +198,7 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 			c.Close()
 		}
 	}()
-	e := &selftestEnv{ctx: c, port: o.port, gidIndex: o.gidIndex, iters: o.iters}
+	e := &selftestEnv{ctx: c, port: o.port, gidIndex: o.gidIndex, iters: o.iters, iwarp: cmAddr.IsValid(), cmAddr: cmAddr}
 	if e.attr, err = c.QueryDevice(); err != nil {
 		return nil, err
 	}
@@ -205,7 +219,10 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 	e.report = selftestReport{
 		Device: dev.Name, Driver: dev.DriverName, Provider: selftestProvider(c, dev),
 		Kernel: kernelRelease(), Port: o.port, GIDIndex: e.gidIndex, LinkLayer: e.portAttr.LinkLayer.String(),
-		Rows: []selftestRow{},
+		Connect: "QP modify (INIT, RTR, RTS) to the port's own address", Rows: []selftestRow{},
+	}
+	if e.iwarp {
+		e.report.Connect = fmt.Sprintf("rdma_cm, %v to itself", cmAddr)
 	}
 	if e.gidIndex >= 0 {
 		e.report.GID, e.report.GIDType = e.gid.String(), e.gidType
@@ -214,6 +231,47 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 		}
 	}
 	return e, nil
+}
+
+// selftestCMAddr is the address an iWARP device's QPs connect on: the
+// first IPv4 address of the network interface under the port, else its
+// first IPv6 one. The interface is the one sysfs names for the port's
+// GIDs, else (iWARP ports have no such entry) the one RDMA netlink
+// reports for the port, as "rdma link" shows it.
+func selftestCMAddr(dev uverbs.Device, port int) (netip.Addr, error) {
+	netdev := ""
+	for _, p := range dev.Ports {
+		if p.Num == port {
+			netdev = p.Netdev
+		}
+	}
+	if netdev == "" {
+		err := withNetlink(func(c linkClient) error {
+			links, err := c.Links()
+			for _, l := range links {
+				if l.DevName == dev.Name && int(l.Port) == port {
+					netdev = l.Netdev
+				}
+			}
+			return err
+		})
+		if err != nil && netdev == "" {
+			return netip.Addr{}, fmt.Errorf("%s port %d: its network interface: %w", dev.Name, port, err)
+		}
+	}
+	if netdev == "" {
+		return netip.Addr{}, fmt.Errorf("%s port %d has no network interface: an iWARP QP connects through the rdma_cm, which needs one with an IP address", dev.Name, port)
+	}
+	addrs := netdevAddrs(netdev)
+	for _, a := range addrs {
+		if a.Is4() || a.Is4In6() {
+			return a.Unmap(), nil
+		}
+	}
+	if len(addrs) > 0 {
+		return addrs[0], nil
+	}
+	return netip.Addr{}, fmt.Errorf("%s port %d: its network interface %s has no IP address: an iWARP QP connects through the rdma_cm, which needs one", dev.Name, port, netdev)
 }
 
 // pickGID sets the GID the QPs use: index, or by default the port's
@@ -280,6 +338,7 @@ type selftestReport struct {
 	GID           string        `json:"gid"`
 	GIDType       string        `json:"gid_type"` // IB, RoCE v1, RoCE v2; "" for LID routing
 	LinkLayer     string        `json:"link_layer"`
+	Connect       string        `json:"connect"` // how the QPs were connected
 	Rows          []selftestRow `json:"rows"`
 	Passed        int           `json:"passed"`
 	Failed        int           `json:"failed"`
@@ -329,7 +388,8 @@ func (r *selftestReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "kernel      %s\n", r.Kernel)
 	fmt.Fprintf(w, "port        %d\n", r.Port)
 	fmt.Fprintf(w, "gid         %s\n", gid)
-	fmt.Fprintf(w, "link layer  %s\n\n", r.LinkLayer)
+	fmt.Fprintf(w, "link layer  %s\n", r.LinkLayer)
+	fmt.Fprintf(w, "connect     %s\n\n", r.Connect)
 	width := len("check")
 	for _, row := range r.Rows {
 		width = max(width, len(row.Name))

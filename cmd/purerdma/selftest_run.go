@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -107,6 +109,9 @@ type stEnd struct {
 	scq, rcq *uverbs.CQ
 	mr       *uverbs.MR
 	buf      []byte
+	// cfg is the QP's configuration: on iWARP the QP is created by its
+	// rdma_cm ID when the pair connects (cmConnect), not by end.
+	cfg uverbs.QPConfig
 }
 
 // sge is bytes [off, off+n) of the end's memory.
@@ -157,10 +162,13 @@ func (r *selftestRun) end(c stEndConfig) (*stEnd, error) {
 	if c.srq != nil {
 		cfg.Cap.MaxRecvWR, cfg.Cap.MaxRecvSGE = 0, 0
 	}
-	if e.qp, err = pd.CreateQP(cfg); err != nil {
-		return nil, fmt.Errorf("%v QP: %w", c.typ, err)
+	e.cfg = cfg
+	if !r.env.iwarp {
+		if e.qp, err = pd.CreateQP(cfg); err != nil {
+			return nil, fmt.Errorf("%v QP: %w", c.typ, err)
+		}
+		r.onClose(e.qp.Close)
 	}
-	r.onClose(e.qp.Close)
 	if e.mr, err = r.memory(c.memSize, c.access); err != nil {
 		return nil, err
 	}
@@ -168,7 +176,9 @@ func (r *selftestRun) end(c stEndConfig) (*stEnd, error) {
 	return e, nil
 }
 
-// pair creates two ends of cfg's type connected to each other.
+// pair creates two ends connected to each other: on InfiniBand and
+// RoCE by moving their QPs through INIT, RTR and RTS (connect), on
+// iWARP through the rdma_cm (cmConnect).
 func (r *selftestRun) pair(a, b stEndConfig) (*stEnd, *stEnd, error) {
 	ea, err := r.end(a)
 	if err != nil {
@@ -177,6 +187,12 @@ func (r *selftestRun) pair(a, b stEndConfig) (*stEnd, *stEnd, error) {
 	eb, err := r.end(b)
 	if err != nil {
 		return nil, nil, err
+	}
+	if r.env.iwarp {
+		if err := r.cmConnect(ea, eb); err != nil {
+			return nil, nil, err
+		}
+		return ea, eb, nil
 	}
 	if err := r.connect(ea.qp, eb.qp.Num()); err != nil {
 		return nil, nil, err
@@ -237,6 +253,74 @@ func (r *selftestRun) connect(qp *uverbs.QP, remote uint32) error {
 	}
 	if err := qp.Modify(attr, mask); err != nil {
 		return fmt.Errorf("%v QP to RTS: %w", typ, err)
+	}
+	return nil
+}
+
+// cmConnect connects ends a and b through the rdma_cm, the only way an
+// iWARP QP reaches RTS: an ID of b listens on the device's address, an
+// ID of a connects to it from the same address (loopback through the
+// device), and each ID creates its end's QP on the check's PD with the
+// end's CQs (and SRQ). The IDs own the QPs and close before the CQs and
+// memory; the listener closes when the pair is connected.
+func (r *selftestRun) cmConnect(a, b *stEnd) error {
+	e := r.env
+	ctx, cancel := context.WithTimeout(r.ctx, selftestWait)
+	defer cancel()
+	pd, err := r.pd()
+	if err != nil {
+		return err
+	}
+	l, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
+	if err != nil {
+		return fmt.Errorf("rdma_cm: %w", err)
+	}
+	defer l.Close()
+	if err := l.Bind(netip.AddrPortFrom(e.cmAddr, 0)); err != nil {
+		return fmt.Errorf("rdma_cm: bind the listener to %v: %w", e.cmAddr, err)
+	}
+	if err := l.Listen(1); err != nil {
+		return fmt.Errorf("rdma_cm: listen on %v: %w", e.cmAddr, err)
+	}
+	dst, err := l.LocalAddr()
+	if err != nil {
+		return fmt.Errorf("rdma_cm: the listener's address: %w", err)
+	}
+	c, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
+	if err != nil {
+		return fmt.Errorf("rdma_cm: %w", err)
+	}
+	r.onClose(c.Close)
+	if err := c.Resolve(ctx, netip.AddrPortFrom(e.cmAddr, 0), dst); err != nil {
+		return fmt.Errorf("rdma_cm: %w", err)
+	}
+	if d, ok := c.Device(); !ok || d.Name != e.report.Device {
+		return fmt.Errorf("rdma_cm: %v resolved to device %q, not %s", dst, d.Name, e.report.Device)
+	}
+	if a.qp, err = c.CreateQP(pd, a.cfg); err != nil {
+		return fmt.Errorf("rdma_cm: %v QP: %w", a.cfg.Type, err)
+	}
+	if err := c.Connect(nil); err != nil {
+		return fmt.Errorf("rdma_cm: connect to %v: %w", dst, err)
+	}
+	req, err := l.GetRequest(ctx)
+	if err != nil {
+		return fmt.Errorf("rdma_cm: the connect request: %w", err)
+	}
+	s := req.ID
+	r.onClose(s.Close)
+	if b.qp, err = s.CreateQP(pd, b.cfg); err != nil {
+		return fmt.Errorf("rdma_cm: %v QP: %w", b.cfg.Type, err)
+	}
+	if _, err := s.AcceptContext(ctx, nil); err != nil {
+		return fmt.Errorf("rdma_cm: accept: %w", err)
+	}
+	ev, err := c.Channel().Next(ctx)
+	if err != nil {
+		return fmt.Errorf("rdma_cm: connect to %v: %w", dst, err)
+	}
+	if ev.Type != rdmacm.EventEstablished {
+		return fmt.Errorf("rdma_cm: connect to %v: %v, want ESTABLISHED", dst, ev)
 	}
 	return nil
 }

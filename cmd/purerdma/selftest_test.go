@@ -74,7 +74,7 @@ func TestSelftestHelp(t *testing.T) {
 	}
 	help := commandHelp(commands["selftest"])
 	for _, want := range []string{"-d DEV", "-i PORT", "-g GIDIDX", "-iters N", "-json", "n/a", "Examples:\n  purerdma selftest\n",
-		`"device", "driver", "provider", "kernel", "port", "gid_index"`, `"gid", "gid_type", "link_layer", "rows": [{"name", "result"`,
+		`"device", "driver", "provider", "kernel", "port", "gid_index"`, `"gid", "gid_type", "link_layer", "connect", "rows": [{"name", "result"`,
 		`"passed", "failed", "not_applicable"`} {
 		if !strings.Contains(help, want) {
 			t.Errorf("the help lacks %q:\n%s", want, help)
@@ -195,7 +195,7 @@ func TestSelftestJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
 		t.Fatalf("not one JSON document: %v\n%s", err, out.String())
 	}
-	wantKeys := []string{"device", "driver", "failed", "gid", "gid_index", "gid_type", "kernel", "link_layer", "not_applicable",
+	wantKeys := []string{"connect", "device", "driver", "failed", "gid", "gid_index", "gid_type", "kernel", "link_layer", "not_applicable",
 		"passed", "port", "provider", "rows"}
 	if diff := cmp.Diff(wantKeys, keys(doc)); diff != "" {
 		t.Errorf("top-level keys (-want +got):\n%s", diff)
@@ -227,9 +227,10 @@ func keys(m map[string]any) []string {
 // per row, the summary counts them.
 func TestSelftestTextFormat(t *testing.T) {
 	rep := &selftestReport{Device: "ib0", Driver: "mlx5_core", Provider: "p", Kernel: "6.1.0", Port: 1, GIDIndex: -1,
-		LinkLayer: "InfiniBand", Rows: []selftestRow{}}
+		LinkLayer: "InfiniBand", Connect: "QP modify", Rows: []selftestRow{}}
 	rep.add(selftestRow{Name: "rc send/recv", Result: "pass", Detail: "ok", USec: 12})
 	rep.add(selftestRow{Name: "srq", Result: "fail", Detail: "lost", USec: 5000000})
+	rep.add(selftestRow{Name: "ud send", Result: "n/a", Detail: "no UD", USec: 1})
 	var out bytes.Buffer
 	rep.writeText(&out)
 	want := `device      ib0
@@ -239,12 +240,14 @@ kernel      6.1.0
 port        1
 gid         none: LID routing
 link layer  InfiniBand
+connect     QP modify
 
 check         result        usec  detail
 rc send/recv  pass            12  ok
 srq           fail       5000000  lost
+ud send       n/a              1  no UD
 
-1 passed, 1 failed, 0 n/a
+1 passed, 1 failed, 1 n/a
 `
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("text (-want +got):\n%s", diff)

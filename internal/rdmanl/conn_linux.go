@@ -24,12 +24,16 @@ type Conn struct {
 	pid    uint32 // the socket's netlink port id
 	seq    uint32 // last sequence number used, under mu
 	closed atomic.Bool
+	fake   *Fake // answers instead of the kernel (fake_linux.go)
 }
 
 // Dial opens a NETLINK_RDMA socket. On a kernel without RDMA support
 // (CONFIG_INFINIBAND unset, or ib_core not loaded) it fails with an
 // *OpError wrapping unix.EPROTONOSUPPORT.
 func Dial() (*Conn, error) {
+	if f := fake.Load(); f != nil {
+		return &Conn{fake: f}, nil
+	}
 	return dial(netlinkRDMA)
 }
 
@@ -91,7 +95,7 @@ func setup(fd int) error {
 // Close closes the socket. It is safe to call more than once and wakes a
 // request blocked in another goroutine.
 func (c *Conn) Close() error {
-	if !c.closed.CompareAndSwap(false, true) {
+	if !c.closed.CompareAndSwap(false, true) || c.fake != nil {
 		return nil
 	}
 	if err := c.f.Close(); err != nil {
@@ -104,6 +108,9 @@ func (c *Conn) Close() error {
 // it. A request past the deadline fails with an error matching
 // os.ErrDeadlineExceeded.
 func (c *Conn) SetDeadline(t time.Time) error {
+	if c.fake != nil {
+		return nil
+	}
 	return c.f.SetDeadline(t)
 }
 
@@ -141,6 +148,9 @@ func (c *Conn) DelLink(name string) error {
 
 // Devices lists the RDMA devices in the kernel's index order.
 func (c *Conn) Devices() ([]Device, error) {
+	if c.fake != nil {
+		return c.fake.Devices, nil
+	}
 	msgs, err := c.execute(cmdGet, "", true, getDumpRequest)
 	if err != nil {
 		return nil, err
@@ -163,6 +173,9 @@ func (c *Conn) Devices() ([]Device, error) {
 // the RDMA device at index, with its ABI version and, for uverbs, the
 // driver id the kernel expects in ioctl headers.
 func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
+	if c.fake != nil {
+		return c.fake.chardev(index, client)
+	}
 	msgs, err := c.execute(cmdChardev, client, false, func(seq uint32) []byte {
 		return chardevRequest(seq, index, client)
 	})
@@ -183,6 +196,9 @@ func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
 
 // System asks for the subsystem's global settings (RDMA_NLDEV_CMD_SYS_GET).
 func (c *Conn) System() (System, error) {
+	if c.fake != nil {
+		return c.fake.System, nil
+	}
 	msgs, err := c.execute(cmdSysGet, "", false, sysGetRequest)
 	if err != nil {
 		return System{}, err

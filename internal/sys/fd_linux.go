@@ -14,12 +14,16 @@ import (
 // release the number while a call runs (and let another open reuse it).
 // The uverbs command fd has no poll support, so it stays a raw fd.
 type FD struct {
-	mu  sync.RWMutex
-	raw int // -1 once closed
+	mu   sync.RWMutex
+	raw  int   // -1 once closed
+	fake *Fake // the test's device behind this fd, or nil (fake_linux.go)
 }
 
 // Open opens a character device read-write, close-on-exec.
 func Open(path string) (*FD, error) {
+	if f, ok, err := fakeOpen(path); ok {
+		return f, err
+	}
 	raw, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, errnoErr("open "+path, err)
@@ -33,6 +37,9 @@ func (f *FD) Close() error {
 	defer f.mu.Unlock()
 	if f.raw < 0 {
 		return ErrClosed
+	}
+	if fk := f.faked(); fk != nil {
+		fk.Close(f.raw)
 	}
 	err := unix.Close(f.raw)
 	f.raw = -1
@@ -58,7 +65,13 @@ func (f *FD) Write(op string, b []byte) error {
 		f.mu.RUnlock()
 		return ErrClosed
 	}
-	n, err := RawWrite(f.raw, b)
+	var n int
+	var err error
+	if fk := f.faked(); fk != nil {
+		n, err = fk.Write(f.raw, b)
+	} else {
+		n, err = RawWrite(f.raw, b)
+	}
 	f.mu.RUnlock()
 	if err != nil {
 		return errnoErr(op, err)
@@ -84,6 +97,10 @@ func (f *FD) Mmap(op string, offset int64, length int) ([]byte, error) {
 	var b []byte
 	err := f.Do(func(raw int) error {
 		var err error
+		if fk := f.faked(); fk != nil {
+			b, err = fk.Mmap(raw, offset, length)
+			return errnoErr(op, err)
+		}
 		b, err = rawMmap(raw, offset, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		return errnoErr(op, err)
 	})
@@ -91,7 +108,12 @@ func (f *FD) Mmap(op string, offset int64, length int) ([]byte, error) {
 }
 
 // Munmap unmaps memory from Mmap.
-func Munmap(b []byte) error { return errnoErr("munmap", rawMunmap(b)) }
+func Munmap(b []byte) error {
+	if ok, err := fakeMunmap(b); ok {
+		return errnoErr("munmap", err)
+	}
+	return errnoErr("munmap", rawMunmap(b))
+}
 
 // Pointer is a user address handed to the kernel in a 64-bit field. The
 // memory must stay alive and unmoved (pinned or heap) across the call.

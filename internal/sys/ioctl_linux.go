@@ -190,6 +190,9 @@ func (m *Method) Exec(f *FD, driverID uint32) error {
 	var at [maxAttrs][]byte // the kernel's copy of each buffer
 	buf := m.encode(s.Bytes(), driverID, &pin, &at)
 	err = f.Do(func(raw int) error {
+		if fk := f.faked(); fk != nil {
+			return fakeIoctl(fk, raw, abi.RDMA_VERBS_IOCTL, unsafe.Pointer(buf))
+		}
 		return ioctl(raw, abi.RDMA_VERBS_IOCTL, unsafe.Pointer(buf))
 	})
 	m.decode(buf, &at)

@@ -792,7 +792,8 @@ func (p *Provider) AHDriverOutLen() int { return abi.Size[abi.MLX5CreateAHResp](
 
 // AHCreated builds the AH's address vector (mlx5_create_ah): for RoCE
 // the destination MAC from the kernel's response and the UDP source
-// port from the flow label.
+// port from the flow label, or a random valid one without
+// (RoCEUDPSport).
 func (p *Provider) AHCreated(ah *provider.AH, a *provider.AHAttr, out []byte) error {
 	var resp abi.MLX5CreateAHResp
 	copy(abi.Bytes(&resp), out)
@@ -808,11 +809,7 @@ func (p *Provider) AHCreated(ah *provider.AH, a *provider.AHAttr, out []byte) er
 		if p.resp.CmdsSuppUhw&abi.MLX5_USER_CMDS_SUPP_UHW_CREATE_AH == 0 {
 			return fmt.Errorf("uverbs: CreateAH: mlx5: the kernel does not return the destination MAC: %w", sys.ErrNotSupported)
 		}
-		sport := uint16(0)
-		if a.FlowLabel != 0 {
-			sport = FlowLabelToUDPSport(a.FlowLabel)
-		}
-		av = RoCEAV(rate, a.SL, resp.DMAC, a.TrafficClass, a.HopLimit, a.SGIDIndex, a.FlowLabel, a.DGID, sport)
+		av = RoCEAV(rate, a.SL, resp.DMAC, a.TrafficClass, a.HopLimit, a.SGIDIndex, a.FlowLabel, a.DGID, RoCEUDPSport(a.FlowLabel))
 	} else {
 		av = IBAV(rate, a.SL, a.SrcPathBits, a.DLID, a.IsGlobal, a.TrafficClass, a.HopLimit, a.SGIDIndex, a.FlowLabel, a.DGID)
 	}

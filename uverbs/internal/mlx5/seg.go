@@ -1,6 +1,9 @@
 package mlx5
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/rand/v2"
+)
 
 // The segment encoders write one segment at the start of b, in the
 // device's big-endian layout (mlx5dv.h struct mlx5_wqe_*_seg). b must hold
@@ -83,9 +86,9 @@ type AV [AVSize]byte
 // an Ethernet port: stat_rate_sl = rate<<4 | (sl&7)<<1, no GRH bit (RoCE
 // always carries a GRH), the destination MAC, traffic class, hop limit,
 // source GID index and flow label, and the destination GID. udpSport is
-// the RoCE v2 UDP source port written in the rlid field (0 for RoCE v1;
-// FlowLabelToUDPSport gives libmlx5's choice when the flow label is not
-// zero). rate is the mlx5 rate code (0: the port's rate).
+// the RoCE v2 UDP source port written in the rlid field (RoCEUDPSport
+// gives libmlx5's choice; libmlx5 leaves 0 for a RoCE v1 GID, which has
+// no UDP header). rate is the mlx5 rate code (0: the port's rate).
 func RoCEAV(rate, sl uint8, dmac [6]byte, tclass, hopLimit, sgidIndex uint8, flowLabel uint32, dgid [16]byte, udpSport uint16) AV {
 	var av AV
 	av[12] = rate<<4 | (sl&7)<<1
@@ -114,6 +117,17 @@ func IBAV(rate, sl, srcPathBits uint8, dlid uint16, global bool, tclass, hopLimi
 		copy(av[32:48], dgid[:])
 	}
 	return av
+}
+
+// RoCEUDPSport is the RoCE v2 UDP source port of an address, as
+// libmlx5's mlx5_ah_set_udp_sport picks it: derived from a nonzero flow
+// label, else random in the range RoCE v2 allows (0xC000 to 0xFFFF, IB
+// Annex A17), which spreads AHs over ECMP paths.
+func RoCEUDPSport(fl uint32) uint16 {
+	if fl&0xfffff != 0 {
+		return FlowLabelToUDPSport(fl)
+	}
+	return uint16(0xc000 + rand.IntN(0x4000))
 }
 
 // FlowLabelToUDPSport is libibverbs' ibv_flow_label_to_udp_sport: the

@@ -72,12 +72,19 @@ func align(n, a int) int { return (n + a - 1) / a * a }
 // (48) and, when mw is set, the UMR of a memory-window bind or local
 // invalidate (ctrl 16 + umr ctrl 48 + mkey context 64 + 64 = 192, which
 // libmlx5 includes for RC and UC by default), plus the 48-byte datagram
-// segment for UD. UD's default operations have no RDMA or atomics: 16+48.
+// segment for UD. Without mw, the operations are those the provider
+// posts on the transport: RC's include atomics (48); UC has RDMA write
+// but no read or atomics (32, what libmlx5 computes for UC's send and
+// write operations). UD's default operations have no RDMA or atomics:
+// 16+48.
 func SQOverhead(t QPType, mw bool) (int, error) {
 	switch t {
 	case RC, UC:
 		if mw {
 			return 192, nil
+		}
+		if t == UC {
+			return 2 * SegSize, nil // ctrl + raddr
 		}
 		return 48, nil
 	case UD:

@@ -30,6 +30,13 @@ func TestSQSize(t *testing.T) {
 		{"UD 64x1", UD, false, 64, 1, 0, SQSizing{128, 128, 64, 1, 60, 8192}, false},
 		// 192+align(204,16)=400 -> 448; roundup(448) = 512 -> 8 blocks, 1 post.
 		{"UC inline 200", UC, true, 1, 0, 200, SQSizing{448, 8, 1, 0, 252, 512}, false},
+		// UC has no RDMA read or atomics: overhead ctrl+raddr 32, as
+		// libmlx5 computes it for UC's send, send-imm, write and
+		// write-imm (the mlx5 oracle's scenario "qp caps");
+		// 32+16 = 48 -> 64; inline 64-32-4.
+		{"UC no MW 16x1", UC, false, 16, 1, 0, SQSizing{64, 16, 16, 1, 28, 1024}, false},
+		// 32+align(36,16)=80 -> 128; 16*128 -> 32 blocks; inline 128-32-4.
+		{"UC no MW inline 32", UC, false, 16, 1, 32, SQSizing{128, 32, 16, 1, 92, 2048}, false},
 		// (512-192)/16 = 20 gather entries fit exactly; 3*512 -> 2048.
 		{"RC 20 SGEs", RC, true, 3, 20, 0, SQSizing{512, 32, 4, 20, 316, 2048}, false},
 		{"RC 21 SGEs", RC, true, 3, 21, 0, SQSizing{}, true},

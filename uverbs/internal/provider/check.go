@@ -101,16 +101,3 @@ func (t QPType) Allows(op WROpcode) bool {
 	}
 	return true
 }
-
-// String is uverbs.QPType's String.
-func (t QPType) String() string {
-	switch t {
-	case QPTypeRC:
-		return "RC"
-	case QPTypeUC:
-		return "UC"
-	case QPTypeUD:
-		return "UD"
-	}
-	return fmt.Sprintf("QPType(%d)", uint8(t))
-}

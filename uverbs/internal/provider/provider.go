@@ -10,8 +10,10 @@
 //
 // The providers see uverbs' public work requests and completions through
 // views (SendWR, RecvWR, WC and what they point to): types of the same
-// layout, so that a post or a poll converts a pointer and copies
-// nothing. uverbs' TestProviderViews checks every field of every pair.
+// layout, generated from uverbs' declarations (zviews.go, by
+// internal/cmd/genviews), so that a post or a poll converts a pointer
+// and copies nothing. uverbs' TestProviderViews checks every field of
+// every pair.
 //
 // A create command runs in three steps: the provider prepares its driver
 // data (XXDriverData: a provider whose device reads queues from user
