@@ -250,6 +250,16 @@ func (ch *EventChannel) process(r *abi.UCMEventResp) *Event {
 		if id.connectFailed.Load() {
 			return nil
 		}
+		if id.iwarp() {
+			// The kernel stopped the QP when the connection ended and
+			// flushed what it held then; a request posted since sits
+			// in the send queue for ever (siw flushes nothing added
+			// after the QP stopped). ERR recorded here makes every
+			// later post fail at once (docs/providers.md, "siw"). Before
+			// the latch: a completion wait that sees the latch finds the
+			// events of what this flushes already queued.
+			id.qpToError()
+		}
 		id.markDisconnected()
 	case EventMulticastJoin:
 		ev.Group = m.group

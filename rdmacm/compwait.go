@@ -43,6 +43,7 @@ const (
 type compWaits struct {
 	latch      atomic.Pointer[evfd.Latch] // set on DISCONNECTED; made by the first wait
 	send, recv compWait
+	chans      map[*uverbs.CompChannel]*compWait // WaitCompChannel's, by channel; ID.mu guards the map
 }
 
 // compWait is one CQ's wait: one goroutine at a time (busy).
@@ -68,6 +69,11 @@ func (id *ID) closeCompWaits() error {
 	sets := []*evfd.Set{id.comp.send.set, id.comp.recv.set}
 	id.comp.send.set, id.comp.recv.set = nil, nil
 	id.comp.send.ch, id.comp.recv.ch = nil, nil
+	for _, w := range id.comp.chans {
+		sets = append(sets, w.set)
+		w.set, w.ch = nil, nil
+	}
+	id.comp.chans = nil
 	id.mu.Unlock()
 	var errs []error
 	for _, s := range sets {
@@ -129,6 +135,89 @@ func (id *ID) getComp(ctx context.Context, op string, w *compWait, cq *uverbs.CQ
 		}
 		if ready&(1<<memberComp) != 0 {
 			armed = false // the event disarmed it
+		}
+	}
+}
+
+// WaitCompChannel waits for the next event of ch, a completion channel
+// of the ID's CQs, as ch.Wait does, and at the same time for the ID's
+// DISCONNECTED, as GetSendComp does: it returns the CQ the event is for
+// (acknowledge it with CQ.AckEvents, then arm the CQ again), or, when
+// the ID got DISCONNECTED and ch has no event, an error matching
+// ErrDisconnected. The DISCONNECTED may have been processed by a Next,
+// or by this call from the ID's private channel, which keeps it for
+// Next to return.
+//
+// This is the wait for a program that posts on an iWARP connection and
+// waits on its CQ: when an iWARP connection ends, the kernel flushes
+// what the QP holds and nothing posted afterwards ever completes
+// (docs/providers.md, "siw"), so a wait on the channel alone could last
+// for ever. On InfiniBand and RoCE a request posted after DISCONNECTED
+// still completes (the QP stays in RTS until Disconnect: a retry error,
+// or a flush); a caller that wants those completions waits on ch alone.
+//
+// One goroutine at a time waits on a given channel (ErrBusy otherwise).
+// ctx ending returns ctx.Err(); Close wakes the call with ErrClosed.
+func (id *ID) WaitCompChannel(ctx context.Context, ch *uverbs.CompChannel) (*uverbs.CQ, error) {
+	const op = "wait completion channel"
+	if err := id.alive(op); err != nil {
+		return nil, err
+	}
+	if ch == nil {
+		return nil, opError(op, id.handle, fmt.Errorf("nil completion channel: %w", errInvalid))
+	}
+	id.mu.Lock()
+	w := id.comp.chans[ch]
+	if w == nil {
+		if id.comp.chans == nil {
+			id.comp.chans = make(map[*uverbs.CompChannel]*compWait)
+		}
+		w = new(compWait)
+		id.comp.chans[ch] = w
+	}
+	id.mu.Unlock()
+	if !w.busy.CompareAndSwap(false, true) {
+		return nil, opError(op, id.handle, fmt.Errorf("another goroutine waits on this completion channel: %w", ErrBusy))
+	}
+	defer w.busy.Store(false)
+	set, own, err := id.compSet(w, ch)
+	if err != nil {
+		return nil, opError(op, id.handle, err)
+	}
+	for {
+		if id.disconnected.Load() {
+			// Marked before the latch existed: set it now, so that the
+			// Set reports it together with the channel's state.
+			if l := id.comp.latch.Load(); l != nil {
+				l.Set()
+			}
+		}
+		ready, err := set.Wait(ctx)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil, ctx.Err()
+			}
+			return nil, opError(op, id.handle, err)
+		}
+		if ready&(1<<memberCM) != 0 && own != nil {
+			own.drain() // a DISCONNECTED among them sets the latch
+		}
+		if ready&(1<<memberComp) != 0 {
+			// Readable, and no other goroutine waits on it here (busy).
+			cq, err := ch.Wait(ctx)
+			if err != nil {
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					return nil, ctx.Err()
+				}
+				return nil, opError(op, id.handle, err)
+			}
+			return cq, nil
+		}
+		if ready&(1<<memberLatch) != 0 {
+			// Level-triggered: the channel had no event when the latch
+			// was seen set, and on iWARP the QP was moved to ERR (which
+			// queues its flushes' events) before the latch was set.
+			return nil, opError(op, id.handle, errNoCompDisconnected)
 		}
 	}
 }

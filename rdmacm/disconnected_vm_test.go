@@ -3,6 +3,7 @@ package rdmacm_test
 import (
 	"context"
 	"errors"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,5 +255,109 @@ func TestCompWaitAfterQPRecreated(t *testing.T) {
 	close(received)
 	if r.err != nil || string(buf[:r.wc.ByteLen]) != "to the new QP" {
 		t.Fatalf("GetRecvComp on the new QP = %+v, %v", r.wc, r.err)
+	}
+}
+
+// TestWaitCompChannel: WaitCompChannel on a completion channel of the
+// caller's own (the QP's CQs made on it) returns the CQ of a completion
+// event; once the server disconnected and the channel has no event, it
+// returns an error matching ErrDisconnected, on every fabric, and the
+// DISCONNECTED it took from the ID's channel stays for Next; after
+// Close it fails with ErrClosed. A nil channel is refused.
+func TestWaitCompChannel(t *testing.T) {
+	needDevices(t)
+	ctx := testContext(t)
+	l, addr := listen(t, rdmacm.PortSpaceTCP)
+	var s *rdmacm.ID
+	var smr *uverbs.MR
+	wait := goRun(t, func() error {
+		var err error
+		s, smr, _, err = acceptRequest(ctx, l, 4096, 64)
+		return err
+	})
+	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
+	vctx, err := c.Context()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := vctx.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	scq, err := vctx.CreateCQ(uverbs.CQConfig{Size: 16, Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { scq.Close() })
+	rcq, err := vctx.CreateCQ(uverbs.CQConfig{Size: 16, Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rcq.Close() })
+	cfg := qpConfig()
+	cfg.SendCQ, cfg.RecvCQ = scq, rcq
+	if _, err := c.CreateQP(nil, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ConnectContext(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	cmr, _ := regMsgs(t, c, 4096)
+	if _, err := c.WaitCompChannel(ctx, nil); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("WaitCompChannel(nil) = %v, want EINVAL", err)
+	}
+
+	// A completion event names its CQ.
+	if err := scq.RequestNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PostSend(1, cmr, 0, 8, uverbs.SendSignaled); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.WaitCompChannel(ctx, ch)
+	if err != nil || got != scq {
+		t.Fatalf("WaitCompChannel after a send = %p, %v; want the send CQ %p", got, err, scq)
+	}
+	got.AckEvents(1)
+	var wc [1]uverbs.WorkCompletion
+	if n, err := scq.Poll(wc[:]); n != 1 || err != nil || wc[0].Status != uverbs.WCSuccess {
+		t.Fatalf("send completion: %d %+v %v", n, wc[0], err)
+	}
+	wait()
+	if s == nil {
+		t.FailNow()
+	}
+	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { smr.Close() })
+
+	// The server disconnects; nothing will complete on the client.
+	if err := rcq.RequestNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitCompChannel(ctx, ch); !errors.Is(err, rdmacm.ErrDisconnected) {
+		t.Fatalf("WaitCompChannel after the server's Disconnect = %v, want ErrDisconnected", err)
+	}
+	if ev, err := c.Channel().Next(ctx); err != nil || ev.Type != rdmacm.EventDisconnected {
+		t.Fatalf("Next after the wait = %v, %v; want DISCONNECTED", ev, err)
+	}
+	if err := c.Disconnect(); err != nil {
+		t.Errorf("client Disconnect: %v", err)
+	}
+	// The QP, then the caller's CQs and channel, then the ID, which
+	// closes the shared context they were made on.
+	for _, x := range []struct {
+		what  string
+		close func() error
+	}{{"client MR", cmr.Close}, {"client QP", c.DestroyQP}, {"send CQ", scq.Close}, {"receive CQ", rcq.Close}, {"channel", ch.Close}, {"client", c.Close}} {
+		if err := x.close(); err != nil {
+			t.Fatalf("%s Close: %v", x.what, err)
+		}
+	}
+	if _, err := c.WaitCompChannel(ctx, ch); !errors.Is(err, rdmacm.ErrClosed) {
+		t.Errorf("WaitCompChannel after Close = %v, want ErrClosed", err)
 	}
 }

@@ -82,6 +82,12 @@
 // a dead peer after about 4 s; librdmacm's retry count 7 never does on
 // soft-RoCE. docs/reliability.md has the trade-off and measurements.
 //
+// On iWARP the kernel stops the QP when the connection ends, and siw
+// runs nothing posted afterwards: processing an iWARP ID's DISCONNECTED
+// (in Next, or in a completion wait) moves its QP to ERR, so later posts
+// fail at once, and WaitCompChannel is the wait on a completion channel
+// that ends with ErrDisconnected too (rpma waits with it).
+//
 // # Private data
 //
 // Connect, Accept and Reject carry private data to the peer's event.
@@ -98,9 +104,9 @@
 // Next per channel: a second Next fails at once with ErrBusy. Next
 // returns when an event arrives, when its ctx ends, or with ErrClosed
 // when the channel is closed; no goroutine runs inside the package.
-// GetSendComp and GetRecvComp wait for the CQ's channel and the ID's
-// DISCONNECTED at once, on the caller's goroutine (one waiter per CQ, a
-// second fails with ErrBusy); they take events off an ID's private
+// GetSendComp, GetRecvComp and WaitCompChannel wait for the CQ's
+// channel and the ID's DISCONNECTED at once, on the caller's goroutine
+// (one waiter per CQ or channel, a second fails with ErrBusy); they take events off an ID's private
 // channel only while no Next or blocking step waits there, and then
 // only for as long as reading them takes (a Next that comes meanwhile
 // waits for that, not ErrBusy), keeping them for Next.

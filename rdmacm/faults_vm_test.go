@@ -174,3 +174,180 @@ func TestFaultLinkDeletedConnected(t *testing.T) {
 		t.Errorf("second Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestFaultNetdevDownUp sets the netdev of the server's device down
+// under an established connection, sends, then sets it up again and
+// sends the other way. Nothing waits for ever, and every send either
+// fails with an error (the post refused, a completion in error, or
+// ErrDisconnected) or delivers its bytes. On rxe the server's packets
+// go nowhere: its send completes with an error, which moves its QP to
+// ERR, and the client's send after the outage is never answered. On
+// siw with Linux 6.1 the netdev's going down moves the device's QPs to
+// ERR and ends their connections (siw_netdev_down): DISCONNECTED on the
+// server, and on the client once the link is up. Linux 6.12's siw no
+// longer does that: the TCP connection rides out a short outage and
+// carries both messages. A new connection then works, and after
+// everything closed no file descriptor is left.
+func TestFaultNetdevDownUp(t *testing.T) {
+	f := testenv.NeedFabric(t)
+	testenv.RequireRoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a safety net
+	defer cancel()
+	fds0 := countFDs(t)
+
+	// The first connection, with a message each way so both QPs run.
+	type side struct {
+		id *rdmacm.ID
+		mr *uverbs.MR
+	}
+	connect := func() (c, s side, l *rdmacm.ID) {
+		t.Helper()
+		l, addr := listen(t, rdmacm.PortSpaceTCP)
+		wait := goRun(t, func() error {
+			var err error
+			s.id, s.mr, _, err = acceptRequest(ctx, l, 4096, 64)
+			return err
+		})
+		c.id = connected(t, ctx, addr)
+		var err error
+		if c.mr, err = c.id.RegMsgs(make([]byte, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.id.PostRecv(2, c.mr, 1024, 64); err != nil {
+			t.Fatal(err)
+		}
+		copy(c.mr.Bytes(), "hello")
+		if err := c.id.PostSend(1, c.mr, 0, 5, uverbs.SendSignaled); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.id.GetSendComp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wait()
+		if s.id == nil {
+			t.FailNow()
+		}
+		if err := s.id.PostRecv(3, s.mr, 1024, 64); err != nil {
+			t.Fatal(err)
+		}
+		copy(s.mr.Bytes(), "olleh")
+		if err := s.id.PostSend(4, s.mr, 0, 5, uverbs.SendSignaled); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.id.GetSendComp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if wc, err := c.id.GetRecvComp(ctx); err != nil || string(c.mr.Bytes()[1024:1024+wc.ByteLen]) != "olleh" {
+			t.Fatalf("client receive: %+v, %v", wc, err)
+		}
+		return c, s, l
+	}
+	closeAll := func(c, s side, l *rdmacm.ID) {
+		t.Helper()
+		for _, x := range []struct {
+			what  string
+			close func() error
+		}{{"client MR", c.mr.Close}, {"client", c.id.Close}, {"server MR", s.mr.Close}, {"server", s.id.Close}, {"listener", l.Close}} {
+			if err := x.close(); err != nil {
+				t.Errorf("%s Close: %v", x.what, err)
+			}
+		}
+	}
+	// send posts msg from x and waits for its completion: it reports
+	// whether the send completed successfully, and otherwise how the
+	// connection's failure showed (the post refused, the completion an
+	// error, or the wait ended by the disconnect).
+	send := func(what string, x side, msg string) (ok bool, how string) {
+		t.Helper()
+		n := copy(x.mr.Bytes(), msg)
+		if err := x.id.PostSend(9, x.mr, 0, n, uverbs.SendSignaled); err != nil {
+			return false, "post refused: " + err.Error()
+		}
+		if _, err := x.id.GetSendComp(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("%s: send of %q: %v", what, msg, err)
+			}
+			return false, "the send's wait: " + err.Error()
+		}
+		return true, "sent"
+	}
+	// recv waits for x's posted receive: the message, or how the
+	// connection's failure showed (ErrDisconnected: a flush on iWARP,
+	// or DISCONNECTED with nothing received).
+	recv := func(what string, x side) (msg string, how string) {
+		t.Helper()
+		wc, err := x.id.GetRecvComp(ctx)
+		if err != nil {
+			if !errors.Is(err, rdmacm.ErrDisconnected) {
+				t.Fatalf("%s: receive: %v, want a message or ErrDisconnected", what, err)
+			}
+			return "", err.Error()
+		}
+		return string(x.mr.Bytes()[1024 : 1024+wc.ByteLen]), "received"
+	}
+
+	c, s, l := connect()
+	if d, ok := s.id.Device(); !ok || d.Name != f.Devs[0] {
+		t.Fatalf("server on %q, want %s", d.Name, f.Devs[0])
+	}
+	if err := c.id.PostRecv(5, c.mr, 1024, 64); err != nil {
+		t.Fatal(err)
+	}
+	vm := os.Getenv("PURERDMA_VM") + " " + f.Name
+	up := testenv.SetLinkDown(t, f.Netdevs[0])
+	// The server sends while its link is down. rxe's send is never
+	// acknowledged: it fails. siw's completes once TCP took it, unless
+	// the QP went to ERR first (Linux 6.1's siw moves the device's QPs
+	// to ERR when its netdev goes down; 6.12's leaves the TCP connection
+	// to ride out the outage).
+	taken, how := send("server", s, "down!")
+	t.Logf("%s: %s down; server: %s", vm, f.Netdevs[0], how)
+	if taken && !f.IWARP {
+		t.Fatalf("%s: a send while the link is down completed", f.Name)
+	}
+	up()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		d, err := uverbs.DeviceByName(f.Devs[0])
+		if err == nil && len(d.Ports) > 0 && d.Ports[0].State == uverbs.PortActive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ACTIVE again after 30s: %+v %v", f.Devs[0], d, err)
+		}
+	}
+	if taken {
+		// What TCP took arrives once the link is up, unless the
+		// connection ended first.
+		msg, how := recv("client", c)
+		if how == "received" && msg != "down!" {
+			t.Fatalf("client received %q, want %q", msg, "down!")
+		}
+		t.Logf("%s: %s up; client: the server's message: %s", vm, f.Netdevs[0], how)
+	}
+	// The client sends: the connection either failed, and the failure
+	// shows on both sides, or (siw on 6.12) it lived through the outage
+	// and carries the message.
+	sent, how := send("client", c, "after")
+	if sent {
+		msg, rhow := recv("server", s)
+		switch {
+		case rhow != "received":
+			how += "; server: " + rhow
+		case msg != "after":
+			t.Fatalf("server received %q, want %q", msg, "after")
+		case !f.IWARP:
+			t.Fatalf("%s: the connection carried a message after a send on it failed", f.Name)
+		default:
+			how += "; server received it: the connection lived through the outage"
+		}
+	}
+	t.Logf("%s: %s up; client: %s", vm, f.Netdevs[0], how)
+	closeAll(c, s, l)
+
+	// A new connection over the same devices works.
+	c, s, l = connect()
+	closeAll(c, s, l)
+	if n := countFDs(t); n != fds0 {
+		t.Errorf("%d file descriptors open after the connections closed, %d before", n, fds0)
+	}
+}

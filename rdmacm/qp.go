@@ -351,6 +351,11 @@ func (id *ID) qpShutdown() error {
 		return nil
 	}
 	if d, ok := id.Device(); ok && d.Transport == uverbs.TransportIWARP {
+		if qp.State() >= uverbs.QPStateErr {
+			// DISCONNECTED moved it to ERR already: SQD would record a
+			// state that takes posts again, which siw never runs.
+			return nil
+		}
 		return qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateSQD}, uverbs.QPAttrState)
 	}
 	return qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)

@@ -68,6 +68,7 @@ type Conn struct {
 	remoteNative atomic.Bool // the remote peer's regions take native FLUSH
 
 	closed atomic.Bool
+	iwarp  bool // the connection is over iWARP: waits watch its DISCONNECTED
 
 	swr  uverbs.SendWR
 	rwr  uverbs.RecvWR
@@ -79,6 +80,15 @@ const flushBufSize = 16
 
 func newConn(op string, r *ConnReq) (*Conn, error) {
 	c := &Conn{peer: r.peer, id: r.id, res: r.res, qp: r.res.qp}
+	if d, ok := r.id.Device(); ok && d.Transport == uverbs.TransportIWARP {
+		// Waits on the connection's CQs watch its DISCONNECTED
+		// (waitChannel). An SRQ's receive CQ is not the connection's.
+		c.iwarp = true
+		c.res.cq.id = r.id
+		if c.res.rcq != nil {
+			c.res.rcq.id = r.id
+		}
+	}
 	var err error
 	if c.flushBuf, err = uverbs.AllocBuffer(flushBufSize); err != nil {
 		return nil, provider(op, err)
@@ -233,7 +243,9 @@ func (c *Conn) CompletionFd() (int, error) {
 // the shared channel, acknowledges it, arms that CQ again and returns it
 // (rpma_conn_wait); isRCQ says which. Without a shared channel it fails
 // with ErrNotSharedChannel. When ctx ends first the error matches both
-// ErrNoCompletion and ctx.Err().
+// ErrNoCompletion and ctx.Err(); on iWARP, once the connection ended
+// and no completion event is left, ErrNoCompletion and
+// rdmacm.ErrDisconnected (as for CQ.Wait).
 func (c *Conn) Wait(ctx context.Context) (cq *CQ, isRCQ bool, err error) {
 	const op = "conn wait"
 	if err := c.alive(op); err != nil {
@@ -245,7 +257,11 @@ func (c *Conn) Wait(ctx context.Context) (cq *CQ, isRCQ bool, err error) {
 	if c.res.ch == nil {
 		return nil, false, newErr(op, ErrNotSharedChannel, nil)
 	}
-	got, err := c.res.ch.Wait(ctx)
+	var id *rdmacm.ID
+	if c.iwarp {
+		id = c.id
+	}
+	got, err := waitChannel(ctx, id, c.res.ch)
 	if err != nil {
 		return nil, false, newErr(op, ErrNoCompletion, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -17,6 +18,9 @@ type CQ struct {
 	cq     *uverbs.CQ
 	ch     *uverbs.CompChannel
 	shared bool // ch is shared with another CQ: wait on the connection
+	// id is the connection's rdma_cm ID when the connection is over
+	// iWARP: waits watch its DISCONNECTED too (waitChannel).
+	id *rdmacm.ID
 }
 
 // newCQ creates a CQ of size entries reporting on ch, or on a channel of
@@ -71,7 +75,12 @@ func (c *CQ) Verbs() *uverbs.CQ { return c.cq }
 // Wait blocks until the CQ has a completion event, acknowledges it and
 // arms the CQ again (rpma_cq_wait); then GetWC the completions. A CQ
 // whose channel is shared fails with ErrSharedChannel: wait with
-// Conn.Wait. ctx ending returns ctx.Err().
+// Conn.Wait. ctx ending returns ctx.Err(). On a connection over iWARP
+// the wait watches the connection too: once it ended (the peer
+// disconnected or went away) and the CQ has no completion event, Wait
+// fails with an error matching ErrNoCompletion and
+// rdmacm.ErrDisconnected, since a request posted after the end would
+// never complete there (docs/providers.md, "siw").
 func (c *CQ) Wait(ctx context.Context) error {
 	const op = "cq wait"
 	if c == nil {
@@ -83,13 +92,26 @@ func (c *CQ) Wait(ctx context.Context) error {
 	if c.shared {
 		return newErr(op, ErrSharedChannel, nil)
 	}
-	if _, err := c.ch.Wait(ctx); err != nil {
+	if _, err := waitChannel(ctx, c.id, c.ch); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			return err
 		}
 		return newErr(op, ErrNoCompletion, err)
 	}
 	return c.rearm(op)
+}
+
+// waitChannel waits for ch's next completion event. With id (a
+// connection over iWARP) it watches the connection's DISCONNECTED too:
+// on iWARP a request posted after the connection ended never completes
+// (docs/providers.md, "siw"), so once it ended and ch has no event the
+// wait fails with an error matching rdmacm.ErrDisconnected instead of
+// waiting for ever.
+func waitChannel(ctx context.Context, id *rdmacm.ID, ch *uverbs.CompChannel) (*uverbs.CQ, error) {
+	if id != nil {
+		return id.WaitCompChannel(ctx, ch)
+	}
+	return ch.Wait(ctx)
 }
 
 func (c *CQ) rearm(op string) error {
@@ -124,7 +146,9 @@ func (c *CQ) GetWC(wc []uverbs.WorkCompletion) (int, error) {
 // again. It returns how many it took, at least one; each is described
 // as for GetWC. When completions are waiting it is GetWC: no system
 // call, no allocation. When ctx ends first the error matches both
-// ErrNoCompletion and ctx.Err(). A CQ whose channel is shared fails at
+// ErrNoCompletion and ctx.Err(); when an iWARP connection ended and no
+// completion is left, ErrNoCompletion and rdmacm.ErrDisconnected (as for
+// Wait). A CQ whose channel is shared fails at
 // once with ErrSharedChannel, as Wait does: wait with Conn.Wait.
 //
 // This is the loop librpma's examples write around rpma_cq_wait and
@@ -150,7 +174,7 @@ func (c *CQ) WaitWC(ctx context.Context, wc []uverbs.WorkCompletion) (int, error
 		}
 		// The CQ is armed (newCQ, and every wait, arm it), so a
 		// completion after the poll sends an event.
-		if _, err := c.ch.Wait(ctx); err != nil {
+		if _, err := waitChannel(ctx, c.id, c.ch); err != nil {
 			return 0, newErr(op, ErrNoCompletion, err)
 		}
 		if err := c.rearm(op); err != nil {

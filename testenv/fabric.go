@@ -14,9 +14,10 @@ import (
 // soft-iWARP (siw0, siw1). Servers listen on Addrs[0], clients bind to
 // Addrs[1], so that every connection crosses the veth pair.
 type Fabric struct {
-	Name  string // "rxe" or "siw"
-	Devs  [2]string
-	Addrs [2]netip.Addr
+	Name    string // "rxe" or "siw"
+	Devs    [2]string
+	Netdevs [2]string // the veths Devs are on
+	Addrs   [2]netip.Addr
 	// IWARP: RC only, no atomics or immediate data, connections only
 	// through the rdma_cm.
 	IWARP bool
@@ -24,9 +25,9 @@ type Fabric struct {
 
 // The test VM's fabrics.
 var (
-	RXE = Fabric{Name: "rxe", Devs: [2]string{"rxe0", "rxe1"},
+	RXE = Fabric{Name: "rxe", Devs: [2]string{"rxe0", "rxe1"}, Netdevs: [2]string{"veth0", "veth1"},
 		Addrs: [2]netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2")}}
-	SIW = Fabric{Name: "siw", Devs: [2]string{"siw0", "siw1"},
+	SIW = Fabric{Name: "siw", Devs: [2]string{"siw0", "siw1"}, Netdevs: [2]string{"veth2", "veth3"},
 		Addrs: [2]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")}, IWARP: true}
 )
 

@@ -38,7 +38,10 @@ func binary(t *testing.T, example, side string) string {
 	return p
 }
 
-const serverAddr = "198.18.0.1"
+// serverAddr is the server's address on the fabric under test
+// (testenv.CurrentFabric: rxe0's, or siw0's with PURERDMA_FABRIC=siw);
+// the clients reach it through the other device.
+var serverAddr = testenv.Server().String()
 
 var nextPort atomic.Int32
 
@@ -129,7 +132,7 @@ type example struct {
 
 func runExample(t *testing.T, ex example) (server *proc, clients []*proc) {
 	t.Helper()
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	port := fmt.Sprint(nextPort.Add(1))

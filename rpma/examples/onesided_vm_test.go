@@ -34,7 +34,7 @@ func TestExample02ReadToVolatile(t *testing.T) {
 // memory held first.
 func pmemPath(t *testing.T) string {
 	t.Helper()
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	p := os.Getenv("PURERDMA_PMEM")
 	if p == "" {
 		t.Fatal("PURERDMA_PMEM is not set: the VM has no persistent memory")
@@ -273,7 +273,7 @@ var nameSeeds = []struct{ seed, name string }{{"8", "Chet"}, {"9", "Piotr"}, {"1
 // once, and checks that it read every client's name and ended by
 // itself when nothing happened for 15 s.
 func testMultipleConnections(t *testing.T, name string, p pair) {
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	port := fmt.Sprint(nextPort.Add(1))
