@@ -6,15 +6,14 @@ import (
 	"context"
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/internal/testutils/examplerun"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
@@ -238,35 +237,10 @@ func (g *goRCPeer) server(t *testing.T, ctx context.Context) {
 }
 
 // buildRCPeer compiles testdata/rcpeer.c against Debian's librdmacm and
-// libibverbs. Missing gcc or headers fail the test in the VM, which
-// promises them (scripts/install-deps), and skip it elsewhere.
+// libibverbs, once per test binary (examplerun.CBinary: missing gcc or
+// headers fail the test in the VM and skip it elsewhere).
 func buildRCPeer(t *testing.T) string {
-	t.Helper()
-	unavailable := func(why string) {
-		t.Helper()
-		if testenv.RequireDevice() {
-			t.Fatalf("PURERDMA_REQUIRE_DEVICE=1: %s (scripts/install-deps installs it)", why)
-		}
-		t.Skip(why)
-	}
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		unavailable("gcc is not installed")
-	}
-	for _, h := range []string{"/usr/include/rdma/rdma_cma.h", "/usr/include/infiniband/verbs.h"} {
-		if _, err := os.Stat(h); err != nil {
-			unavailable(h + " is missing (librdmacm-dev, libibverbs-dev)")
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "rcpeer")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, gcc, "-O2", "-Wall", "-Werror", "-o", bin, "testdata/rcpeer.c",
-		"-lrdmacm", "-libverbs").CombinedOutput()
-	if err != nil {
-		t.Fatalf("compiling testdata/rcpeer.c: %v\n%s", err, out)
-	}
-	return bin
+	return examplerun.CBinary(t, "testdata/rcpeer.c", []string{"-O2", "-Wall", "-Werror"}, "-lrdmacm", "-libverbs")
 }
 
 // rcPeerProc is a running rcpeer.

@@ -20,8 +20,15 @@ import (
 func benchPair(t *testing.T, serverArgs, clientArgs []string) (srvOut, cliOut string, srvErr, cliErr error) {
 	t.Helper()
 	devs := testenv.Devices(t, 2)
-	port := freePort(t)
-	common := []string{"-p", strconv.Itoa(port)}
+	common := []string{"-p", strconv.Itoa(freePort(t))}
+	return benchRunPair(t, append(append(append([]string{}, serverArgs...), common...), "-d", devs[0].Name),
+		append(append(append([]string{}, clientArgs...), common...), "-d", devs[1].Name, "127.0.0.1"))
+}
+
+// benchRunPair runs the server and the client command lines (after
+// "bench") in this process and returns both outputs.
+func benchRunPair(t *testing.T, serverArgs, clientArgs []string) (srvOut, cliOut string, srvErr, cliErr error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	type out struct {
@@ -31,13 +38,11 @@ func benchPair(t *testing.T, serverArgs, clientArgs []string) (srvOut, cliOut st
 	srvc := make(chan out, 1)
 	go func() {
 		var b, e bytes.Buffer
-		args := append(append(append([]string{}, serverArgs...), common...), "-d", devs[0].Name)
-		err := benchCmd(ctx, args, &b, &e)
+		err := benchCmd(ctx, serverArgs, &b, &e)
 		srvc <- out{b.String(), err}
 	}()
 	var b, e bytes.Buffer
-	args := append(append(append([]string{}, clientArgs...), common...), "-d", devs[1].Name, "127.0.0.1")
-	cliErr = benchCmd(ctx, args, &b, &e)
+	cliErr = benchCmd(ctx, clientArgs, &b, &e)
 	var s out
 	select {
 	case s = <-srvc:
@@ -170,28 +175,14 @@ func TestBenchCM(t *testing.T) {
 	f := testenv.NeedFabric(t)
 	for _, test := range []bench.Test{bench.WriteLat, bench.ReadLat, bench.SendLat, bench.WriteBW, bench.ReadBW, bench.SendBW} {
 		t.Run(test.String(), func(t *testing.T) {
-			port := freePort(t)
-			args := []string{test.String(), "-R", "-n", "40", "-w", "5", "-s", "100", "-json", "-p", strconv.Itoa(port)}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			type out struct {
-				s   string
-				err error
+			args := []string{test.String(), "-R", "-n", "40", "-w", "5", "-s", "100", "-json", "-p", strconv.Itoa(freePort(t))}
+			srvOut, cliOut, srvErr, cliErr := benchRunPair(t, append(append([]string{}, args...), "-b", f.Addrs[0].String()),
+				append(append([]string{}, args...), "-b", f.Addrs[1].String(), f.Addrs[0].String()))
+			if srvErr != nil || cliErr != nil {
+				t.Fatalf("server: %v\nclient: %v", srvErr, cliErr)
 			}
-			srvc := make(chan out, 1)
-			go func() {
-				var b, e bytes.Buffer
-				err := benchCmd(ctx, append(append([]string{}, args...), "-b", f.Addrs[0].String()), &b, &e)
-				srvc <- out{b.String(), err}
-			}()
-			var b, e bytes.Buffer
-			cliErr := benchCmd(ctx, append(append([]string{}, args...), "-b", f.Addrs[1].String(), f.Addrs[0].String()), &b, &e)
-			s := <-srvc
-			if s.err != nil || cliErr != nil {
-				t.Fatalf("server: %v\nclient: %v", s.err, cliErr)
-			}
-			cli := checkBenchJSON(t, "client", b.String(), test)
-			srv := checkBenchJSON(t, "server", s.s, test)
+			cli := checkBenchJSON(t, "client", cliOut, test)
+			srv := checkBenchJSON(t, "server", srvOut, test)
 			// The server of a one-way test prints the client's result.
 			wantSrv := f.Devs[1]
 			if test.PingPong() {
