@@ -3,6 +3,8 @@ package mlx5
 import (
 	"fmt"
 
+	"github.com/purerdma/rdma/mmio"
+
 	"github.com/purerdma/rdma/internal/sys"
 )
 
@@ -98,29 +100,7 @@ func DecodeCQE(b []byte, c *CQE) bool {
 	case CQEReq:
 		c.SQOpcode = b[56]
 		c.Timestamp = be.Uint64(b[48:])
-		switch c.SQOpcode {
-		case OpRDMAWriteImm:
-			c.WCFlags = WCFlagWithImm
-			c.WCOpcode = WCOpRDMAWrite
-		case OpRDMAWrite:
-			c.WCOpcode = WCOpRDMAWrite
-		case OpSendImm:
-			c.WCFlags = WCFlagWithImm
-			c.WCOpcode = WCOpSend
-		case OpSend, OpSendInval:
-			c.WCOpcode = WCOpSend
-		case OpRDMARead:
-			c.WCOpcode = WCOpRDMARead
-			c.ByteLen = be.Uint32(b[44:])
-		case OpAtomicCS:
-			c.WCOpcode = WCOpCompSwap
-			c.ByteLen = 8
-		case OpAtomicFA:
-			c.WCOpcode = WCOpFetchAdd
-			c.ByteLen = 8
-		default:
-			c.WCOpcode = wcOpUnknown
-		}
+		c.WCOpcode, c.WCFlags, c.ByteLen = reqCompletion((*[CQESize]byte)(b))
 		return true
 	case CQERespWRImm, CQERespSend, CQERespSendImm, CQERespSendInv:
 		c.ByteLen = be.Uint32(b[44:])
@@ -172,7 +152,13 @@ type CQ struct {
 	uar     []byte // the UAR page (CQDoorbell+8 bytes at least), nil: cannot arm
 	w       Writer
 	ci      uint32 // consumer index, libmlx5's cons_index
-	armSN   uint32
+	// cqes views buf as 64-byte halves, index masked to the ring: CQE n
+	// is half n<<half | half (half is 1 for 128-byte CQEs, whose last 64
+	// bytes are the CQE, 0 for 64-byte ones).
+	cqes  mmio.Ring[[CQESize]byte]
+	half  uint32
+	dev   bool // w is Device{}: UpdateCI calls mmio directly
+	armSN uint32
 }
 
 // CQConfig describes a completion queue to NewCQ.
@@ -202,7 +188,13 @@ func NewCQ(c CQConfig) (*CQ, error) {
 	if len(c.DBRec) < DBRecSize || c.Writer == nil || (c.UAR != nil && len(c.UAR) < CQDoorbell+8) {
 		return nil, invalid("CQ without doorbell record or writer, or a short UAR page")
 	}
-	return &CQ{buf: c.Buf[:s.NCQE*s.CQESize], ncqe: uint32(s.NCQE), cqeSize: s.CQESize, cqn: c.CQN,
+	half := uint32(s.CQESize/CQESize - 1)
+	cqes, err := mmio.NewRing[[CQESize]byte](c.Buf[:s.NCQE*s.CQESize], uint64(s.NCQE)<<half, CQESize)
+	if err != nil {
+		return nil, invalid("CQ ring: %v", err)
+	}
+	_, dev := c.Writer.(Device)
+	return &CQ{cqes: cqes, half: half, dev: dev, buf: c.Buf[:s.NCQE*s.CQESize], ncqe: uint32(s.NCQE), cqeSize: s.CQESize, cqn: c.CQN,
 		dbrec: c.DBRec[:DBRecSize], uar: c.UAR, w: c.Writer}, nil
 }
 
@@ -236,7 +228,13 @@ func (q *CQ) Poll(c *CQE) (got, ok bool) {
 
 // UpdateCI writes the consumer index to the doorbell record (cq.c
 // update_cons_index), telling the device the CQEs before it are free.
-func (q *CQ) UpdateCI() { q.w.StoreUint32BE(q.dbrec, CQSetCIDBR, q.ci&0xffffff) }
+func (q *CQ) UpdateCI() {
+	if q.dev {
+		mmio.StoreUint32BE(q.dbrec, CQSetCIDBR, q.ci&0xffffff)
+		return
+	}
+	q.w.StoreUint32BE(q.dbrec, CQSetCIDBR, q.ci&0xffffff)
+}
 
 // Arm requests a completion event for the next CQE (solicited false) or
 // the next solicited one, as cq.c mlx5_arm_cq: the arm word sn<<28 | cmd
@@ -344,8 +342,12 @@ func (q *CQ) Resize(buf []byte, s CQSizing) (int, error) {
 	if s.NCQE < 2 || s.NCQE&(s.NCQE-1) != 0 || s.NCQE > 1<<24 || s.CQESize != q.cqeSize || len(buf) < s.NCQE*s.CQESize {
 		return 0, invalid("CQ resize to sizing %+v in %d bytes (CQEs of %d bytes)", s, len(buf), q.cqeSize)
 	}
+	cqes, rerr := mmio.NewRing[[CQESize]byte](buf[:s.NCQE*s.CQESize], uint64(s.NCQE)<<q.half, CQESize)
+	if rerr != nil {
+		return 0, invalid("CQ ring: %v", rerr)
+	}
 	nq := *q
-	nq.buf, nq.ncqe = buf[:s.NCQE*s.CQESize], uint32(s.NCQE)
+	nq.buf, nq.ncqe, nq.cqes = buf[:s.NCQE*s.CQESize], uint32(s.NCQE), cqes
 	moved, err := 0, error(nil)
 	i := q.ci
 	for {
@@ -375,13 +377,51 @@ func (q *CQ) Resize(buf []byte, s CQSizing) (int, error) {
 		moved++
 		i++
 	}
-	q.buf, q.ncqe = nq.buf, nq.ncqe
+	q.buf, q.ncqe, q.cqes = nq.buf, nq.ncqe, nq.cqes
 	if err == nil {
 		q.ci++ // the resize CQE
 	}
 	q.UpdateCI()
 	return moved, err
 }
+
+// reqCompletion is what a requester CQE b says of its work request
+// (cq.c handle_good_req): the ibv_wc opcode, flags and byte count.
+func reqCompletion(b *[CQESize]byte) (wcOpcode, wcFlags uint8, byteLen uint32) {
+	switch b[56] {
+	case OpRDMAWriteImm:
+		return WCOpRDMAWrite, WCFlagWithImm, 0
+	case OpRDMAWrite:
+		return WCOpRDMAWrite, 0, 0
+	case OpSendImm:
+		return WCOpSend, WCFlagWithImm, 0
+	case OpSend, OpSendInval:
+		return WCOpSend, 0, 0
+	case OpRDMARead:
+		return WCOpRDMARead, 0, be.Uint32(b[44:])
+	case OpAtomicCS:
+		return WCOpCompSwap, 0, 8
+	case OpAtomicFA:
+		return WCOpFetchAdd, 0, 8
+	}
+	return wcOpUnknown, 0, 0
+}
+
+// peek returns the CQE at the consumer index (the last 64 bytes of its
+// slot) if software owns it (cq.c get_sw_cqe), nil if not. The caller
+// issues readBarrier before reading more than its op_own byte; Next
+// consumes it.
+func (q *CQ) peek() *[CQESize]byte {
+	n := q.ci
+	b := q.cqes.Slot(n<<q.half | q.half)
+	if opOwn := b[63]; opOwn>>4 == CQEInvalid || (opOwn&cqeOwnerMask != 0) != (n&q.ncqe != 0) {
+		return nil
+	}
+	return b
+}
+
+// Next consumes the CQE Peek returned.
+func (q *CQ) Next() { q.ci++ }
 
 // owned says whether software owns CQE n (cq.c get_sw_cqe).
 func (q *CQ) owned(n uint32) bool {

@@ -22,11 +22,8 @@ var be = binary.BigEndian
 // stream channel are written as zero.
 func PutCtrl(b []byte, opcode, opmod uint8, idx uint16, qpn uint32, ds uint8, fmCeSe uint8, imm uint32) {
 	_ = b[15]
-	be.PutUint32(b[0:], uint32(opmod)<<24|uint32(idx)<<8|uint32(opcode))
-	be.PutUint32(b[4:], qpn<<8|uint32(ds))
-	b[8], b[9], b[10] = 0, 0, 0
-	b[11] = fmCeSe
-	be.PutUint32(b[12:], imm)
+	be.PutUint64(b[0:], uint64(uint32(opmod)<<24|uint32(idx)<<8|uint32(opcode))<<32|uint64(qpn<<8|uint32(ds)))
+	be.PutUint64(b[8:], uint64(fmCeSe)<<32|uint64(imm))
 }
 
 // PutRAddr writes a remote address segment (struct mlx5_wqe_raddr_seg).

@@ -1,12 +1,19 @@
 package mlx5
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/purerdma/rdma/mmio"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
+)
 
 // SQ is the send queue of one QP: a ring of 64-byte blocks in the QP
 // buffer, the send word of the QP's doorbell record and a BlueFlame
 // register. Work requests are built in place with Begin, the segment
 // methods and Finish, and handed to the device with Ring; any number of
-// Finish calls may share one Ring (a post list).
+// Finish calls may share one Ring (a post list). PutPlain, PutInline and
+// PutAtomic build the common requests whole in one call, in the same
+// WQE format (the segments wrap at the ring's end as Begin's do).
 //
 // An SQ is not safe for concurrent use (libmlx5 holds sq.lock around a
 // post; the provider does the same). Completions retire work requests
@@ -24,6 +31,11 @@ type SQ struct {
 	dbrec     []byte
 	bf        *BlueFlame
 	w         Writer
+	// segs views buf as 16-byte segments, index masked to the ring, so
+	// the plain-request builder writes without bounds checks; dev is set
+	// when w is Device{}: Ring calls the mmio stores directly.
+	segs mmio.Ring[[SegSize]byte]
+	dev  bool
 
 	// SignalAll makes every work request signaled (sq_sig_all at create).
 	SignalAll bool
@@ -95,7 +107,13 @@ func NewSQ(c SQConfig) (*SQ, error) {
 		s.WQESize%SendWQEBB != 0 || s.WQESize/SegSize > maxDS || need > s.WQESize {
 		return nil, invalid("send queue sizing %+v", s)
 	}
+	segs, err := mmio.NewRing[[SegSize]byte](c.Buf[:s.WQECnt*SendWQEBB], uint64(s.WQECnt*SendWQEBB/SegSize), SegSize)
+	if err != nil {
+		return nil, invalid("send queue ring: %v", err)
+	}
+	_, dev := c.Writer.(Device)
 	return &SQ{
+		segs: segs, dev: dev,
 		buf: c.Buf[:s.WQECnt*SendWQEBB], mask: uint32(s.WQECnt - 1), qpn: c.QPN & 0xffffff, qpType: c.Type,
 		maxPost: uint32(s.MaxPost), maxGS: s.MaxGS, maxInline: s.MaxInline,
 		dbrec: c.DBRec[:DBRecSize], bf: c.BlueFlame, w: c.Writer,
@@ -161,6 +179,128 @@ func (q *SQ) Begin(opcode, fmCeSe uint8, imm uint32) error {
 	q.hasRAddr, q.hasAtom, q.hasDgram = false, false, false
 	q.advance(SegSize) // the ctrl segment, written by Finish
 	return nil
+}
+
+// PutPlain builds a whole work request with no inline data, atomic or
+// datagram segment in one call, straight into the ring: the ctrl
+// segment, the remote address segment when hasRAddr (RDMA write and
+// read), and one data segment per gather entry of non-zero length. The
+// caller has checked the opcode for the QP type and that len(sgl) is at
+// most the queue's MaxGS. It returns ErrBusy when the queue is full.
+func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint32, hasRAddr bool, sgl []provider.SGE, wrID uint64) error {
+	if q.head-q.tail.Load() >= q.maxPost {
+		return ErrBusy
+	}
+	if q.SignalAll {
+		fmCeSe |= CtrlCQUpdate
+	}
+	cur := q.curPost
+	i := cur * (SendWQEBB / SegSize)
+	ds := uint32(1)
+	if hasRAddr {
+		PutRAddr(q.segs.Slot(i + 1)[:], raddr, rkey)
+		ds++
+	}
+	for k := range sgl {
+		s := &sgl[k]
+		if s.Length == 0 {
+			continue // counted, no segment (as Data)
+		}
+		PutData(q.segs.Slot(i + ds)[:], s.Length, s.LKey, s.Addr)
+		ds++
+	}
+	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	idx := cur & q.mask
+	q.wrid[idx] = wrID
+	q.wqeHead[idx] = q.head
+	q.head++
+	q.curPost = cur + (ds*SegSize+SendWQEBB-1)/SendWQEBB
+	q.building = false
+	q.pending++
+	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, int(ds), false
+	return nil
+}
+
+// PutAtomic builds a whole compare-and-swap (OpAtomicCS: swap, compare)
+// or fetch-and-add (OpAtomicFA: swapAdd is the addend, compare is
+// written as 0) in one call, straight into the ring: ctrl, remote
+// address, atomic and the 8-byte data segment of the local buffer. The
+// caller has made CheckSend's checks. It returns ErrBusy when the queue
+// is full.
+func (q *SQ) PutAtomic(opcode, fmCeSe uint8, raddr uint64, rkey uint32, swapAdd, compare uint64, addr uint64, lkey uint32, wrID uint64) error {
+	if q.head-q.tail.Load() >= q.maxPost {
+		return ErrBusy
+	}
+	if q.SignalAll {
+		fmCeSe |= CtrlCQUpdate
+	}
+	if opcode == OpAtomicFA {
+		compare = 0
+	}
+	cur := q.curPost
+	i := cur * (SendWQEBB / SegSize)
+	PutRAddr(q.segs.Slot(i + 1)[:], raddr, rkey)
+	PutAtomic(q.segs.Slot(i + 2)[:], swapAdd, compare)
+	PutData(q.segs.Slot(i + 3)[:], AtomicSize, lkey, addr)
+	const ds = 4
+	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, ds, fmCeSe, 0)
+	idx := cur & q.mask
+	q.wrid[idx] = wrID
+	q.wqeHead[idx] = q.head
+	q.head++
+	q.curPost = cur + 1
+	q.building = false
+	q.pending++
+	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, ds, false
+	return nil
+}
+
+// PutInline builds a whole work request with inline data in one call,
+// straight into the ring: the ctrl segment, the remote address segment
+// when hasRAddr (RDMA write), and the inline segment holding the total
+// bytes of sgl, read with provider.CopyInline (memory that cannot be
+// read is its error, and nothing is posted). The caller has checked the
+// opcode for the QP type and that total is the sum of sgl's lengths, at
+// most the queue's MaxInline. It returns false, doing nothing, when the
+// data would wrap at the ring's end (then Begin, Inline and Finish
+// build it), and ErrBusy when the queue is full.
+func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint32, hasRAddr bool, sgl []provider.SGE, total int, wrID uint64) (bool, error) {
+	cur := q.curPost
+	idx := cur & q.mask
+	ds := uint32(1)
+	if hasRAddr {
+		ds++
+	}
+	hdr := int(idx)*SendWQEBB + int(ds)*SegSize // in the WQE's first block
+	if hdr+4+total > len(q.buf) {
+		return false, nil
+	}
+	if q.head-q.tail.Load() >= q.maxPost {
+		return true, ErrBusy
+	}
+	if total > 0 {
+		if _, err := provider.CopyInline(q.buf[hdr+4:hdr+4+total], sgl); err != nil {
+			return true, err
+		}
+		PutInlineHeader(q.buf[hdr:], uint32(total))
+	}
+	if q.SignalAll {
+		fmCeSe |= CtrlCQUpdate
+	}
+	i := cur * (SendWQEBB / SegSize)
+	if hasRAddr {
+		PutRAddr(q.segs.Slot(i + 1)[:], raddr, rkey)
+	}
+	ds += uint32(InlineDS(total))
+	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	q.wrid[idx] = wrID
+	q.wqeHead[idx] = q.head
+	q.head++
+	q.curPost = cur + (ds*SegSize+SendWQEBB-1)/SendWQEBB
+	q.building = false
+	q.pending++
+	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, int(ds), total > 0
+	return true, nil
 }
 
 // Abort drops the work request being built.
@@ -341,10 +481,23 @@ func (q *SQ) Ring() {
 		return
 	}
 	bf := q.bf
+	if q.dev {
+		// On the device: qp.c post_send_db's order, without the Writer's
+		// indirect calls.
+		mmio.StoreUint32BE(q.dbrec, SndDBR, q.curPost&0xffff)
+		mmio.WriteBarrier()
+		if !q.bfCopy() || !q.copyBF(q.lastStart, (q.lastDS*SegSize+SendWQEBB-1)/SendWQEBB) {
+			mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart / SegSize))[:]))
+		}
+		mmio.WriteBarrier()
+		bf.offset ^= bf.half
+		q.pending = 0
+		return
+	}
 	q.w.StoreUint32BE(q.dbrec, SndDBR, q.curPost&0xffff)
 	q.w.WriteBarrier()
 	copied := false
-	if q.pending == 1 && bf.blueFlame && (q.lastInline || q.PreferBF) && q.lastDS > 1 && q.lastDS <= bf.half/SegSize {
+	if q.bfCopy() {
 		copied = q.copyBF(q.lastStart, (q.lastDS*SegSize+SendWQEBB-1)/SendWQEBB)
 	}
 	if !copied {
@@ -355,13 +508,24 @@ func (q *SQ) Ring() {
 	q.pending = 0
 }
 
+// bfCopy says whether Ring copies the last WQE to the BlueFlame buffer:
+// one work request, inline or PreferBF, at most half the register.
+func (q *SQ) bfCopy() bool {
+	return (q.lastInline || q.PreferBF) && q.pending == 1 && q.bf.blueFlame && q.lastDS > 1 && q.lastDS <= q.bf.half/SegSize
+}
+
 // copyBF copies n blocks of the WQE at ring offset off to the current
 // BlueFlame half, wrapping in the ring (qp.c mlx5_bf_copy). False if the
 // register is not 64-byte aligned (then the first copy wrote nothing).
 func (q *SQ) copyBF(off, n int) bool {
 	dst := q.bf.reg[q.bf.offset:]
 	for i := range n {
-		if !q.w.Copy64(dst[i*SendWQEBB:], (*[SendWQEBB]byte)(q.buf[off:off+SendWQEBB])) {
+		src := (*[SendWQEBB]byte)(q.buf[off : off+SendWQEBB])
+		if q.dev {
+			if !mmio.Copy64(dst[i*SendWQEBB:], src) {
+				return false
+			}
+		} else if !q.w.Copy64(dst[i*SendWQEBB:], src) {
 			return false
 		}
 		off += SendWQEBB
