@@ -27,7 +27,8 @@ type Config struct {
 	RecvBuffer int
 	// Inline is the most bytes sent inline in a work request
 	// (inline_default: 64); the device may grant less, or more. A
-	// negative value asks for none (C's RDMA_INLINE of 0).
+	// negative value asks for none (C's RDMA_INLINE of 0); on iWARP
+	// devices it is at least 4, as in C: a message's SEND goes inline.
 	Inline int
 	// PollTime is how long a Read or Write that finds nothing to do
 	// polls the completion queue before it blocks in the poller

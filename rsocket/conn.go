@@ -27,7 +27,7 @@ type Conn struct {
 	cq    *uverbs.CQ
 	ch    *uverbs.CompChannel
 	buf   *uverbs.Buffer
-	smr   *uverbs.MR // send buffer and control slots: local
+	smr   *uverbs.MR // send buffer, control slots and (iWARP) message words: local
 	tmr   *uverbs.MR // the target SGL the peer writes buffer updates into
 	rmr   *uverbs.MR // the receive buffer the peer writes data into
 	laddr *net.TCPAddr
@@ -40,13 +40,27 @@ type Conn struct {
 	inline      int
 	peerCredits uint16 // the peer's receive queue: the most credits it grants
 	swap        bool   // the peer's byte order differs: SGEs are written swapped
-	pollTime    time.Duration
-	busyPoll    bool
-	rspin       *spin.Waiter // BusyPoll's pacing of Read's and of Write's loops
-	wspin       *spin.Waiter
-	sbuf, ctrl  []byte // views of buf
-	tgt, rbuf   []byte
-	iotab       []byte // view of buf: the table the peer writes its mappings into (ioMapLen each)
+	// msgSend is rsocket.c's RS_OPT_MSG_SEND, on iWARP devices, which
+	// have no immediate data: a message is a 4-byte SEND, after the
+	// plain RDMA WRITE of its data when it has data.
+	msgSend bool
+	// quiet holds back an accepting iWARP side's first message until the
+	// connecting side's first one arrives: MPA lets the initiator send
+	// first only, and siw fails a connect whose MPA reply arrives with
+	// data behind it ("peer sent extra data").
+	quiet      bool
+	msgWRs     int // send WQEs a message with data takes: 1, or 2 with msgSend
+	nrecv      int // receives kept posted: rq, and ctrlSlots more with msgSend
+	pollTime   time.Duration
+	busyPoll   bool
+	rspin      *spin.Waiter // BusyPoll's pacing of Read's and of Write's loops
+	wspin      *spin.Waiter
+	sbuf, ctrl []byte // views of buf
+	tgt, rbuf  []byte
+	iotab      []byte // view of buf: the table the peer writes its mappings into (ioMapLen each)
+	mword      []byte // msgSend: view of buf, the message a SEND carries (sent inline)
+	rslots     []byte // msgSend: view of buf, each posted receive's message (sendMsgLen each)
+	rslotAddr  uint64 // rslots' address
 
 	rmu sync.Mutex // one Read at a time
 	wmu sync.Mutex // one Write at a time
@@ -100,9 +114,14 @@ type Conn struct {
 	wake      chan struct{}
 	rdl, wdl  time.Time
 
+	rslot int // msgSend: the slot of the next receive posted (rbuf_msg_index)
+
 	swr  uverbs.SendWR
 	ssgl [2]uverbs.SGE
+	mwr  uverbs.SendWR // msgSend: a message's SEND
+	msge [1]uverbs.SGE // mwr's: mword
 	rwr  uverbs.RecvWR
+	rsge [1]uverbs.SGE // msgSend: rwr's, the slot
 	wcs  [32]uverbs.WorkCompletion
 }
 
@@ -171,18 +190,25 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dev := vctx.Device(); dev.Transport == uverbs.TransportIWARP {
-		// iWARP has no RDMA WRITE WITH IMMEDIATE: rsockets sends each
-		// message as a write and a 4-byte send there (RS_OPT_MSG_SEND).
-		return nil, fmt.Errorf("rsocket: %s is an iWARP device, whose message mode this package does not speak yet: %w", dev.Name, sys.ErrNotSupported)
-	}
 	attr, err := vctx.QueryDevice()
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{id: id, wake: make(chan struct{})}
+	c := &Conn{id: id, wake: make(chan struct{}), msgWRs: 1}
+	dev := vctx.Device()
+	// iWARP has no RDMA WRITE WITH IMMEDIATE: messages are SENDs, which
+	// iWARP cannot retry when the peer has no receive posted (it has no
+	// RNR retry), so ctrlSlots receives more than the credits cover are
+	// kept posted for the control messages that come outside them.
+	c.msgSend = dev.Transport == uverbs.TransportIWARP
+	extra := 0
+	if c.msgSend {
+		c.msgWRs, extra = 2, ctrlSlots
+		cfg.Inline = max(cfg.Inline, sendMsgLen)
+	}
 	c.sq = clampQueue(cfg.SendQueue, attr.MaxQPWR)
-	c.rq = clampQueue(cfg.RecvQueue, attr.MaxQPWR)
+	c.rq = clampQueue(cfg.RecvQueue, attr.MaxQPWR-extra)
+	c.nrecv = c.rq + extra
 	c.sbufSize, c.rbufSize = cfg.SendBuffer, cfg.RecvBuffer
 	c.pollTime, c.busyPoll = cfg.PollTime, cfg.BusyPoll
 	if c.busyPoll {
@@ -197,7 +223,7 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	if c.ch, err = vctx.CreateCompChannel(); err != nil {
 		return nil, err
 	}
-	if c.cq, err = vctx.CreateCQ(uverbs.CQConfig{Size: c.sq + c.rq, Channel: c.ch}); err != nil {
+	if c.cq, err = vctx.CreateCQ(uverbs.CQConfig{Size: c.sq + c.nrecv, Channel: c.ch}); err != nil {
 		return nil, err
 	}
 	if c.qp, err = id.CreateQP(nil, uverbs.QPConfig{
@@ -205,30 +231,52 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 		SendCQ:    c.cq,
 		RecvCQ:    c.cq,
 		SignalAll: true,
-		Cap: uverbs.QPCap{MaxSendWR: uint32(c.sq), MaxRecvWR: uint32(c.rq), MaxSendSGE: 2, MaxRecvSGE: 1,
+		Cap: uverbs.QPCap{MaxSendWR: uint32(c.sq), MaxRecvWR: uint32(c.nrecv), MaxSendSGE: 2, MaxRecvSGE: 1,
 			MaxInlineData: uint32(cfg.Inline)},
 	}); err != nil {
 		return nil, err
 	}
 	c.inline = int(c.qp.Cap().MaxInlineData)
+	if c.msgSend && c.inline < sendMsgLen {
+		// rs_create_ep's ENOTSUP: a message's SEND goes inline.
+		return nil, fmt.Errorf("rsocket: %s sends %d bytes inline, an iWARP message needs %d: %w", dev.Name, c.inline, sendMsgLen, sys.ErrNotSupported)
+	}
 
-	// One mapping: the send ring, ctrlSlots control slots, the target
-	// SGL, the receive ring (each part 64-byte aligned).
+	// One mapping: the send ring, ctrlSlots control slots, with msgSend
+	// the word a message's SEND carries and the receives' message slots,
+	// then the target SGL and iomap table, the receive ring (each part
+	// 64-byte aligned).
 	ctrlOff := align(c.sbufSize, 64)
-	tgtOff := ctrlOff + ctrlSlots*sgeLen
+	msgOff := ctrlOff + ctrlSlots*sgeLen
+	slotsOff := msgOff
+	tgtOff := msgOff
+	if c.msgSend {
+		slotsOff = msgOff + sendMsgLen
+		tgtOff = align(slotsOff+c.nrecv*sendMsgLen, 64)
+	}
 	ioOff := tgtOff + sglSize*sgeLen
 	rOff := align(ioOff+cfg.IOMapSize*ioMapLen, 64)
 	if c.buf, err = uverbs.AllocBuffer(rOff + c.rbufSize); err != nil {
 		return nil, err
 	}
 	b := c.buf.Bytes()
-	c.sbuf, c.ctrl = b[:c.sbufSize], b[ctrlOff:tgtOff]
+	c.sbuf, c.ctrl = b[:c.sbufSize], b[ctrlOff:msgOff]
 	c.tgt, c.rbuf = b[tgtOff:ioOff], b[rOff:rOff+c.rbufSize]
 	c.iotab = b[ioOff : ioOff+cfg.IOMapSize*ioMapLen]
 	c.peerMaps = make([]ioMapping, cfg.IOMapSize)
 	pd := id.PD()
-	if c.smr, err = pd.RegMR(b[:tgtOff], 0); err != nil {
+	var local uverbs.Access // the send side is only read by the device
+	if c.msgSend {
+		local = uverbs.AccessLocalWrite // the receives write their slots
+		c.mword, c.rslots = b[msgOff:slotsOff], b[slotsOff:slotsOff+c.nrecv*sendMsgLen]
+	}
+	if c.smr, err = pd.RegMR(b[:tgtOff], local); err != nil {
 		return nil, err
+	}
+	if c.msgSend {
+		c.msge[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(msgOff), Length: sendMsgLen, LKey: c.smr.LKey()}
+		c.rslotAddr = c.smr.Addr() + uint64(slotsOff)
+		c.rwr.SGL = c.rsge[:]
 	}
 	remote := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
 	if c.tmr, err = pd.RegMR(b[tgtOff:ioOff+len(c.iotab)], remote); err != nil {
@@ -245,9 +293,9 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	c.ctrlMax = ctrlSlots
 	c.rseqComp = uint16(c.rq / 2)
 	c.rcvLimit = uint16(c.rq) // the credits of the connect data
-	c.rwr = uverbs.RecvWR{WRID: wrRecv}
-	for range c.rq {
-		if err := c.qp.PostRecv(&c.rwr); err != nil {
+	c.rwr.WRID = wrRecv
+	for range c.nrecv {
+		if err := c.postRecv(); err != nil {
 			return nil, err
 		}
 	}
@@ -354,6 +402,32 @@ func (c *Conn) watch() {
 	}
 }
 
+// postFailed ends the connection after a post failed. siw refuses a
+// post to a QP that the kernel moved to ERR when the peer went: what the
+// peer sent before, its DISCONNECT or SHUTDOWN among it, is in the CQ
+// and is taken first, so that a peer that closed cleanly reads as one.
+func (c *Conn) postFailed(why string, err error) {
+	c.st.connected = false // no more posts, receives included
+	c.drain()
+	c.fail(&resetError{why: why, err: err})
+}
+
+// drain handles what the CQ holds, posting nothing.
+func (c *Conn) drain() {
+	for {
+		n, err := c.cq.Poll(c.wcs[:])
+		if err != nil {
+			return
+		}
+		for i := range n {
+			c.handle(&c.wcs[i])
+		}
+		if n < len(c.wcs) {
+			return
+		}
+	}
+}
+
 // fail ends the connection with err (the first error stays).
 func (c *Conn) fail(err error) {
 	if c.st.err == nil && !c.st.peerEOF {
@@ -396,8 +470,8 @@ func (c *Conn) progress() {
 			reposts += c.handle(&c.wcs[i])
 		}
 		for ; reposts > 0 && c.st.connected; reposts-- {
-			if err := c.qp.PostRecv(&c.rwr); err != nil {
-				c.fail(&resetError{why: "post receive", err: err})
+			if err := c.postRecv(); err != nil {
+				c.postFailed("post receive", err)
 			}
 		}
 		if n < len(c.wcs) {
@@ -416,8 +490,10 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 			c.ctrlMax++
 		case opIOMapSG:
 			c.sqeAvail++
-			c.sbufAvail += ioMapLen
-		default:
+			if wc.WRID&wrMsgSend == 0 { // the entry's WRITE, not its SEND
+				c.sbufAvail += ioMapLen
+			}
+		default: // a DATA or iomap WRITE, or a DATA message's SEND (0 bytes)
 			c.sqeAvail++
 			c.sbufAvail += int(msgData(m))
 		}
@@ -432,11 +508,25 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 		}
 		return 0
 	}
-	if wc.Flags&uverbs.WCWithImm == 0 {
+	c.quiet = false
+	var imm uint32
+	switch {
+	case c.msgSend:
+		// The SEND's 4 bytes, in the slot this receive was posted with
+		// (receives complete in the order they were posted).
+		i := int(uint32(wc.WRID))
+		m, err := sendMsg(c.rslots[i*sendMsgLen:(i+1)*sendMsgLen], wc.ByteLen, wc.Flags&uverbs.WCWithImm != 0)
+		if err != nil {
+			c.violation(err.Error())
+			return 1
+		}
+		imm = m
+	case wc.Flags&uverbs.WCWithImm == 0:
 		c.violation("a message without immediate data")
 		return 1
+	default:
+		imm = wc.Imm
 	}
-	imm := wc.Imm
 	switch op, data := msgOp(imm), msgData(imm); op {
 	case opData:
 		if c.rcvSeq == c.rcvLimit {
@@ -514,7 +604,10 @@ func (c *Conn) violation(what string) {
 // buffer, or credits alone once half the granted messages were read.
 func (c *Conn) updateCredits() {
 	half := c.rbufSize / 2
-	if !c.st.connected || c.ctrlSeq == c.ctrlMax ||
+	// With msgSend, an update with a buffer half is two requests and
+	// takes two control slots; C asks for two free for any update
+	// (rs_2ctrl_avail).
+	if !c.st.connected || c.quiet || c.ctrlMax-c.ctrlSeq < uint32(c.msgWRs) ||
 		!(c.rAvail >= half || int16(c.rseqNo-c.rseqComp) >= 0) {
 		return
 	}
@@ -522,30 +615,92 @@ func (c *Conn) updateCredits() {
 	c.rseqComp = c.rseqNo + uint16(c.rq/2)
 	c.rcvLimit = c.rseqNo + uint16(c.rq)
 	imm := msg(opSGL, uint32(c.rseqNo)+uint32(c.rq))
-	wr := &c.swr
-	*wr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
-		RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+	var err error
 	if c.rAvail >= half {
+		if c.msgSend {
+			c.ctrlSeq++ // the SEND after the WRITE
+		}
 		slot := int(c.ctrlSeq%ctrlSlots) * sgeLen
-		order := binary.ByteOrder(binary.NativeEndian)
-		if c.swap {
-			order = otherEndian()
-		}
-		putSGE(c.ctrl[slot:], sge{Addr: c.rmr.Addr() + uint64(c.rFreeOff), Key: c.rmr.RKey(), Length: uint32(half)}, order)
+		putSGE(c.ctrl[slot:], sge{Addr: c.rmr.Addr() + uint64(c.rFreeOff), Key: c.rmr.RKey(), Length: uint32(half)}, c.peerOrder())
 		c.ssgl[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(len(c.sbuf)+slot), Length: sgeLen, LKey: c.smr.LKey()}
+		c.swr = uverbs.SendWR{WRID: uint64(imm), SGL: c.ssgl[:1],
+			RemoteAddr: c.remoteSGL.Addr + uint64(c.remoteSGE*sgeLen), RKey: c.remoteSGL.Key}
 		if c.inline >= sgeLen {
-			wr.Flags = uverbs.SendInline
+			c.swr.Flags = uverbs.SendInline
 		}
-		wr.SGL = c.ssgl[:1]
-		wr.RemoteAddr += uint64(c.remoteSGE * sgeLen)
 		c.rAvail -= half
 		c.rFreeOff = (c.rFreeOff + half) % c.rbufSize
 		c.remoteSGE = (c.remoteSGE + 1) % int(c.remoteSGL.Length)
 		c.granted += half
+		err = c.postWriteMsg(imm)
+	} else {
+		err = c.postMsg(imm)
 	}
-	if err := c.qp.PostSend(wr); err != nil {
-		c.fail(&resetError{why: "post a credit update", err: err})
+	if err != nil {
+		c.postFailed("post a credit update", err)
 	}
+}
+
+// peerOrder is the byte order of what this side writes into the peer's
+// memory: the peer's.
+func (c *Conn) peerOrder() binary.ByteOrder {
+	if c.swap {
+		return otherEndian()
+	}
+	return binary.NativeEndian
+}
+
+// postWriteMsg posts c.swr, the RDMA WRITE of a message's data, with
+// message m (rs_post_write_msg): as WRITE WITH IMMEDIATE m, or with
+// msgSend as a plain WRITE and the SEND of m chained after it. c.swr's
+// WRID is m, which its completion gives back.
+func (c *Conn) postWriteMsg(m uint32) error {
+	if !c.msgSend {
+		c.swr.Opcode, c.swr.Imm = uverbs.WRRDMAWriteWithImm, m
+		return c.qp.PostSend(&c.swr)
+	}
+	c.swr.Opcode = uverbs.WRRDMAWrite
+	// The SEND's id is m's opcode with no value (its completion returns
+	// no send buffer), marked as a message's SEND.
+	c.setMsgSend(m, uint64(msg(msgOp(m), 0))|wrMsgSend)
+	c.swr.Next = &c.mwr
+	err := c.qp.PostSend(&c.swr)
+	c.swr.Next = nil
+	return err
+}
+
+// postMsg posts message m, which has no data (rs_post_msg): a
+// zero-length WRITE WITH IMMEDIATE m, or with msgSend the SEND of m.
+func (c *Conn) postMsg(m uint32) error {
+	if !c.msgSend {
+		// C leaves a zero-length write's address and key unset (which
+		// the verbs allow); this side sends the peer's target SGL.
+		c.swr = uverbs.SendWR{WRID: uint64(m), Opcode: uverbs.WRRDMAWriteWithImm, Imm: m,
+			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+		return c.qp.PostSend(&c.swr)
+	}
+	c.setMsgSend(m, uint64(m))
+	return c.qp.PostSend(&c.mwr)
+}
+
+// setMsgSend makes c.mwr the SEND of message m with id wrID: 4 bytes,
+// inline (copied when posted), in the peer's byte order.
+func (c *Conn) setMsgSend(m uint32, wrID uint64) {
+	c.peerOrder().PutUint32(c.mword, m)
+	c.mwr = uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: c.msge[:]}
+}
+
+// postRecv posts a receive: of nothing, or with msgSend into the next
+// message slot, whose index is its id's low bits (rs_post_recv).
+func (c *Conn) postRecv() error {
+	if c.msgSend {
+		c.rwr.WRID = wrRecv | uint64(c.rslot)
+		c.rsge[0] = uverbs.SGE{Addr: c.rslotAddr + uint64(c.rslot*sendMsgLen), Length: sendMsgLen, LKey: c.smr.LKey()}
+		if c.rslot++; c.rslot == c.nrecv {
+			c.rslot = 0
+		}
+	}
+	return c.qp.PostRecv(&c.rwr)
 }
 
 func otherEndian() binary.ByteOrder {
@@ -559,20 +714,19 @@ func otherEndian() binary.ByteOrder {
 // checked a control slot is free.
 func (c *Conn) postCtrl(v uint32) error {
 	c.ctrlSeq++
-	imm := msg(opCtrl, v)
-	c.swr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
-		RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
-	return c.qp.PostSend(&c.swr)
+	return c.postMsg(msg(opCtrl, v))
 }
 
+// canSend is rs_can_send: a message with data may go (with msgSend it
+// takes two send WQEs).
 func (c *Conn) canSend() bool {
-	return c.sqeAvail > 0 && c.sbufAvail >= sendLowWater && c.sseqNo != c.sseqComp &&
+	return !c.quiet && c.sqeAvail >= c.msgWRs && c.sbufAvail >= sendLowWater && c.sseqNo != c.sseqComp &&
 		c.target(c.targetSGE).Length != 0
 }
 
 func (c *Conn) haveData() bool { return c.rHead != c.rTail }
 
-func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+func (c *Conn) ctrlAvail() bool { return !c.quiet && c.ctrlSeq != c.ctrlMax }
 
 func (c *Conn) allSendsDone() bool {
 	return int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail == c.sq
@@ -768,8 +922,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 		tgt := c.target(c.targetSGE)
 		x = min(x, c.sbufAvail, int(tgt.Length))
 		if err := c.postData(p[n:n+x], tgt); err != nil {
-			c.fail(&resetError{why: "post a write", err: err})
-			return n, c.opError("write", c.st.err)
+			c.postFailed("post a write", err)
+			return n, c.opError("write", c.writeErr())
 		}
 		n += x
 	}
@@ -796,7 +950,7 @@ func (c *Conn) postData(b []byte, tgt sge) error {
 	x := len(b)
 	nsge := c.toRing(b)
 	c.sseqNo++
-	c.sqeAvail--
+	c.sqeAvail -= c.msgWRs
 	c.sbufAvail -= x
 	tgt.Addr += uint64(x)
 	tgt.Length -= uint32(x)
@@ -806,12 +960,11 @@ func (c *Conn) postData(b []byte, tgt sge) error {
 		c.targetSGE = (c.targetSGE + 1) % sglSize
 	}
 	imm := msg(opData, uint32(x))
-	c.swr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
-		SGL: c.ssgl[:nsge], RemoteAddr: addr, RKey: key}
+	c.swr = uverbs.SendWR{WRID: uint64(imm), SGL: c.ssgl[:nsge], RemoteAddr: addr, RKey: key}
 	if x <= c.inline {
 		c.swr.Flags = uverbs.SendInline
 	}
-	return c.qp.PostSend(&c.swr)
+	return c.postWriteMsg(imm)
 }
 
 // toRing copies b into the send ring at its head and points ssgl at it;
@@ -876,8 +1029,9 @@ func (c *Conn) sendCtrl(v uint32, dl time.Time) error {
 		c.st.connected = false
 	}
 	if err := c.postCtrl(v); err != nil {
-		c.fail(&resetError{why: "post a control message", err: err})
-		return c.opError("close", c.st.err)
+		if c.postFailed("post a control message", err); c.st.err != nil {
+			return c.opError("close", c.st.err)
+		}
 	}
 	return nil
 }

@@ -140,6 +140,11 @@ func connect(ctx context.Context, id *rdmacm.ID, src, dst netip.AddrPort, cfg Co
 		}
 	}()
 	p := &rdmacm.ConnParam{PrivateData: c.localData(), FlowControl: true, RetryCount: 7, RNRRetryCount: 7}
+	if c.msgSend {
+		// As C on iWARP, whose connection setup may issue an RDMA READ
+		// (rs_do_connect's work-around).
+		p.InitiatorDepth = 1
+	}
 	ev, err := id.ConnectContext(ctx, p)
 	if err != nil {
 		var ee *rdmacm.EventError
@@ -154,6 +159,13 @@ func connect(ctx context.Context, id *rdmacm.ID, src, dst netip.AddrPort, cfg Co
 		return nil, err
 	}
 	c.start(peer)
+	if c.msgSend {
+		// Send first, as MPA wants of the initiator: the acceptor waits
+		// for it (quiet). The first credit update goes at once.
+		c.mu.Lock()
+		c.progress()
+		c.mu.Unlock()
+	}
 	ok = true
 	return c, nil
 }
@@ -376,6 +388,7 @@ func (l *Listener) accept(ctx context.Context, ev *rdmacm.Event) (*Conn, error) 
 		id.Close()
 		return nil, err
 	}
+	c.quiet = c.msgSend
 	c.start(peer)
 	return c, nil
 }

@@ -21,9 +21,11 @@
 // port space, with rsockets' 40-byte connect data (version 1). Data
 // travels as RDMA WRITE WITH IMMEDIATE into a receive buffer the peer
 // hands out in halves; the immediate names the message (data length,
-// credit update, control). Flow control is rsockets': credits are an
-// absolute 16-bit sequence limit, buffer halves are granted by writing
-// their address into the peer's target list. docs/rsocket.md has the
+// credit update, control); on iWARP devices, which have no immediate
+// data, a message is a 4-byte SEND after a plain RDMA WRITE of its
+// data, as librdmacm speaks it there. Flow control is rsockets':
+// credits are an absolute 16-bit sequence limit, buffer halves are
+// granted by writing their address into the peer's target list. docs/rsocket.md has the
 // wire format, the defaults and what this package checks of a peer.
 //
 // # Semantics

@@ -144,3 +144,44 @@ func FuzzSGE(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSendMsg: on iWARP a message is what a receive took into its
+// 4-byte slot. sendMsg accepts exactly a SEND of 4 bytes without
+// immediate data, and decodes the slot as this host's 32-bit word (the
+// sender writes the receiver's order), which splits into an opcode and
+// value that build it again; anything else is an error saying why.
+func FuzzSendMsg(f *testing.F) {
+	word := func(m uint32) []byte {
+		b := make([]byte, sendMsgLen)
+		binary.NativeEndian.PutUint32(b, m)
+		return b
+	}
+	f.Add(word(msg(opData, 5)), uint32(sendMsgLen), false)
+	f.Add(word(msg(opSGL, 384)), uint32(sendMsgLen), false)
+	f.Add(word(msg(opCtrl, ctrlDisconnect)), uint32(sendMsgLen), false)
+	f.Add(word(msg(opIOMapSG, 1)), uint32(sendMsgLen), false)
+	f.Add(word(0xffffffff), uint32(sendMsgLen), false)
+	f.Add(word(msg(opData, 5)), uint32(0), false)
+	f.Add(word(msg(opData, 5)), uint32(8), false)
+	f.Add(word(msg(opData, 5)), uint32(sendMsgLen), true)
+	f.Add([]byte{1, 2}, uint32(sendMsgLen), false)
+	f.Fuzz(func(t *testing.T, slot []byte, n uint32, imm bool) {
+		m, err := sendMsg(slot, n, imm)
+		want := !imm && n == sendMsgLen && len(slot) >= sendMsgLen
+		if (err == nil) != want {
+			t.Fatalf("sendMsg(%x, %d, %v) = %#x, %v", slot, n, imm, m, err)
+		}
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("sendMsg(%x, %d, %v): an error without a reason", slot, n, imm)
+			}
+			return
+		}
+		if !bytes.Equal(word(m), slot[:sendMsgLen]) {
+			t.Fatalf("sendMsg(%x) = %#x, which encodes to %x", slot, m, word(m))
+		}
+		if got := msg(msgOp(m), msgData(m)); got != m {
+			t.Fatalf("%#x splits into op %d, data %#x, which build %#x", m, msgOp(m), msgData(m), got)
+		}
+	})
+}

@@ -13,11 +13,12 @@ import (
 	"github.com/purerdma/rdma/testenv"
 )
 
-// The test VM's addresses: servers listen on rxe0's, clients bind to
-// rxe1's, so that every connection crosses the veth pair.
-const (
-	serverHost = "198.18.0.1"
-	clientHost = "198.18.0.2"
+// The test VM's addresses on the fabric of the run (rxe, or siw with
+// PURERDMA_FABRIC=siw): servers listen on the first device's, clients
+// bind to the second's, so that every connection crosses the veth pair.
+var (
+	serverHost = testenv.Server().String()
+	clientHost = testenv.Client().String()
 )
 
 func testContext(t testing.TB) context.Context {
@@ -26,11 +27,11 @@ func testContext(t testing.TB) context.Context {
 	return ctx
 }
 
-// listen is a listener on rxe0's address and a free port; it closes with
-// the test.
+// listen is a listener on the server's address and a free port; it
+// closes with the test.
 func listen(t testing.TB, cfg rsocket.Config) *rsocket.Listener {
 	t.Helper()
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	lc := rsocket.ListenConfig{Config: cfg}
 	l, err := lc.Listen(testContext(t), "tcp", net.JoinHostPort(serverHost, "0"))
 	if err != nil {
@@ -40,7 +41,7 @@ func listen(t testing.TB, cfg rsocket.Config) *rsocket.Listener {
 	return l
 }
 
-// dialer dials from rxe1's address.
+// dialer dials from the client's address.
 func dialer(cfg rsocket.Config) *rsocket.Dialer {
 	return &rsocket.Dialer{Config: cfg, LocalAddr: &net.TCPAddr{IP: net.ParseIP(clientHost)}}
 }

@@ -198,7 +198,7 @@ func TestInteropCClient(t *testing.T) {
 // TestInteropCServer: a Go client against librdmacm's raccept and an
 // echoing C server.
 func TestInteropCServer(t *testing.T) {
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	ctx := testContext(t)
 	port := strconv.Itoa(7600 + int(cPorts.Add(1)))
 	srv := startC(t, "server", serverHost, port)

@@ -1,7 +1,6 @@
 package rsocket
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -72,26 +71,22 @@ func (c *Conn) IOMap(buf []byte, offset int64) (int64, error) {
 			return 0, c.opError("iomap", err)
 		}
 	}
-	order := binary.ByteOrder(binary.NativeEndian)
-	if c.swap {
-		order = otherEndian()
-	}
 	var e [ioMapLen]byte
-	putIOMap(e[:], ioMapping{Offset: off, sge: sge{Addr: mr.Addr(), Key: mr.RKey(), Length: uint32(len(buf))}}, order)
+	putIOMap(e[:], ioMapping{Offset: off, sge: sge{Addr: mr.Addr(), Key: mr.RKey(), Length: uint32(len(buf))}}, c.peerOrder())
 	nsge := c.toRing(e[:])
 	c.sseqNo++
-	c.sqeAvail--
+	c.sqeAvail -= c.msgWRs
 	c.sbufAvail -= ioMapLen
 	imm := msg(opIOMapSG, uint32(idx))
-	c.swr = uverbs.SendWR{WRID: uint64(imm), Opcode: uverbs.WRRDMAWriteWithImm, Imm: imm,
-		SGL: c.ssgl[:nsge], RemoteAddr: c.peerIOTab.Addr + uint64(idx)*ioMapLen, RKey: c.peerIOTab.Key}
+	c.swr = uverbs.SendWR{WRID: uint64(imm), SGL: c.ssgl[:nsge],
+		RemoteAddr: c.peerIOTab.Addr + uint64(idx)*ioMapLen, RKey: c.peerIOTab.Key}
 	if ioMapLen <= c.inline {
 		c.swr.Flags = uverbs.SendInline
 	}
 	c.maps[idx] = &ioMap{mr: mr, buf: buf, offset: off}
-	if err := c.qp.PostSend(&c.swr); err != nil {
-		c.fail(&resetError{why: "post an iomap entry", err: err})
-		return 0, c.opError("iomap", c.st.err)
+	if err := c.postWriteMsg(imm); err != nil {
+		c.postFailed("post an iomap entry", err)
+		return 0, c.opError("iomap", c.writeErr())
 	}
 	return int64(off), nil
 }
@@ -199,8 +194,8 @@ func (c *Conn) IOWrite(p []byte, offset int64) (int, error) {
 			c.swr.Flags = uverbs.SendInline
 		}
 		if err := c.qp.PostSend(&c.swr); err != nil {
-			c.fail(&resetError{why: "post an iomap write", err: err})
-			return n, c.opError("iowrite", c.st.err)
+			c.postFailed("post an iomap write", err)
+			return n, c.opError("iowrite", c.writeErr())
 		}
 		n += x
 		off += uint64(x)

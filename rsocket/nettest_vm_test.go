@@ -19,7 +19,7 @@ import (
 // blocked calls, deadlines past, future and changing, concurrent
 // methods.
 func TestNetConn(t *testing.T) {
-	testenv.Devices(t, 2)
+	testenv.NeedFabric(t)
 	l := listen(t, rsocket.Config{})
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -2,6 +2,7 @@ package rsocket
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
@@ -39,8 +40,32 @@ func msgOp(imm uint32) uint32   { return imm >> 29 }
 func msgData(imm uint32) uint32 { return imm & msgDataMask }
 
 // wrRecv marks a receive's work request id (bit 63, as C does); a send's
-// id is its message.
-const wrRecv = 1 << 63
+// id is its message. With msgSend (iWARP), wrMsgSend (bit 62) marks the
+// SEND that follows a message's WRITE, whose id is the message's opcode
+// with value 0, and a receive's id has its message slot in the low bits.
+const (
+	wrRecv    = 1 << 63
+	wrMsgSend = 1 << 62
+)
+
+// sendMsgLen is RS_MSG_SIZE: on iWARP, which has no immediate data, a
+// message is a SEND of these 4 bytes, a 32-bit word laid out as the
+// immediate would be (op<<29 | value), in the receiver's byte order
+// (C writes and reads its host's, the same between hosts of one order).
+const sendMsgLen = 4
+
+// sendMsg decodes the message a receive took on iWARP: byteLen bytes
+// arrived in slot, the receive's sendMsgLen-byte buffer; withImm is
+// whether the completion says it carried immediate data.
+func sendMsg(slot []byte, byteLen uint32, withImm bool) (uint32, error) {
+	switch {
+	case withImm:
+		return 0, errors.New("a message with immediate data on iWARP, where messages are 4-byte SENDs")
+	case byteLen != sendMsgLen || len(slot) < sendMsgLen:
+		return 0, fmt.Errorf("a message of %d bytes, want a SEND of %d", byteLen, sendMsgLen)
+	}
+	return binary.NativeEndian.Uint32(slot), nil
+}
 
 // connData flags.
 const (

@@ -12,6 +12,13 @@
  * by MODE, commits one protocol violation and waits for the server to
  * end the connection (a DISCONNECTED event, or its own QP failing).
  *
+ * On an iWARP device it speaks rsockets' iWARP form (rsocket.c's
+ * RS_OPT_MSG_SEND), as librdmacm does there: a message is a 4-byte
+ * inline SEND of the word the immediate would carry (this host's byte
+ * order), after a plain RDMA WRITE of its data when it has data; each
+ * receive takes its message into a 4-byte slot; the connect request
+ * asks for an initiator depth of 1.
+ *
  * Modes, data path (the server must reset the connection):
  *   goodecho    behaves: DATA "hello" into the server's buffer, expects
  *               the 5 bytes back as a DATA message into its own buffer,
@@ -30,7 +37,8 @@
  *               (none, if it offers no iomap)
  *   iomapwrap   an iomap entry whose offset and length pass 2^64, written
  *               into entry 0 of the server's table with IOMAP_SGL 0
- *   noimm       a zero-length SEND without immediate data
+ *   noimm       a zero-length SEND without immediate data (on iWARP: a
+ *               message without its 4 bytes)
  * Modes, connect data (the server must reject the connection):
  *   badversion  version 2
  *   short       20 bytes of connect data
@@ -64,6 +72,8 @@
 #define CREDITS QSIZE		/* what this side grants: its receive queue */
 #define WR_RECV (1ULL << 63)	/* marks a receive's wr_id, as rsocket.c */
 #define WAIT_MS 30000		/* longest wait for the server */
+#define SLOTS_OFF 2048		/* iWARP: the receives' message slots, in sbuf */
+#define MSG_SIZE 4		/* iWARP: a message's SEND */
 
 enum { OP_DATA = 0, OP_SGL = 4, OP_IOMAP_SGL = 6, OP_CTRL = 7 };
 enum { CTRL_DISCONNECT = 0 };
@@ -94,6 +104,8 @@ static int qp_failed;		/* an error completion */
 static enum ibv_wc_status fail_status;
 static unsigned long long got_data;	/* bytes the server wrote with DATA */
 static int got_disconnect;	/* CTRL DISCONNECT from the server */
+static int iwarp;		/* messages are SENDs (RS_OPT_MSG_SEND) */
+static unsigned rslot;		/* iWARP: the slot of the next receive */
 
 static void fail(const char *fmt, ...)
 {
@@ -178,7 +190,17 @@ static void expect_event(int want, const char *step)
 static void post_recv(void)
 {
 	struct ibv_recv_wr wr = { .wr_id = WR_RECV, .sg_list = NULL, .num_sge = 0 }, *bad;
+	struct ibv_sge sge;
 
+	if (iwarp) {
+		sge.addr = (uintptr_t) sbuf + SLOTS_OFF + rslot * MSG_SIZE;
+		sge.length = MSG_SIZE;
+		sge.lkey = smr->lkey;
+		wr.wr_id = WR_RECV | rslot;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		rslot = (rslot + 1) % QSIZE;
+	}
 	if (ibv_post_recv(id->qp, &wr, &bad))
 		fail("ibv_post_recv: %s", strerror(errno));
 }
@@ -204,14 +226,22 @@ static void drain(void)
 			}
 			if (!(wc[i].wr_id & WR_RECV))
 				continue;
-			post_recv();
-			if (wc[i].wc_flags & IBV_WC_WITH_IMM) {
-				uint32_t imm = be32toh(wc[i].imm_data);
+			if ((wc[i].wc_flags & IBV_WC_WITH_IMM) ||
+			    (iwarp && wc[i].byte_len == MSG_SIZE)) {
+				uint32_t imm;
 
+				if (wc[i].wc_flags & IBV_WC_WITH_IMM)
+					imm = be32toh(wc[i].imm_data);
+				else
+					memcpy(&imm, sbuf + SLOTS_OFF +
+					       (uint32_t) wc[i].wr_id * MSG_SIZE, MSG_SIZE);
+				post_recv();
 				if (imm >> 29 == OP_DATA)
 					got_data += imm & 0x1fffffff;
 				else if (imm == MSG(OP_CTRL, CTRL_DISCONNECT))
 					got_disconnect = 1;
+			} else {
+				post_recv();
 			}
 		}
 	}
@@ -233,9 +263,29 @@ static void wait_slot(void)
 	}
 }
 
+/* post_send_msg sends msg as a 4-byte inline SEND (iWARP's message). */
+static void post_send_msg(uint32_t msg)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t) &msg, .length = MSG_SIZE, .lkey = 0 };
+	struct ibv_send_wr wr, *bad;
+
+	wait_slot();
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = msg;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	if (ibv_post_send(id->qp, &wr, &bad))
+		fail("ibv_post_send: %s", strerror(errno));
+	outstanding++;
+}
+
 /*
  * post posts one send: op is IBV_WR_RDMA_WRITE_WITH_IMM (to raddr/rkey
- * with imm) or IBV_WR_SEND; len bytes from sbuf at off (none if 0).
+ * with imm) or IBV_WR_SEND; len bytes from sbuf at off (none if 0). On
+ * iWARP a WRITE WITH IMMEDIATE is a WRITE of the data (if any) and the
+ * SEND of imm.
  */
 static void post(enum ibv_wr_opcode op, uint32_t imm, size_t off, uint32_t len,
 		 uint64_t raddr, uint32_t rkey)
@@ -243,6 +293,12 @@ static void post(enum ibv_wr_opcode op, uint32_t imm, size_t off, uint32_t len,
 	struct ibv_sge sge = { .addr = (uintptr_t) sbuf + off, .length = len, .lkey = smr->lkey };
 	struct ibv_send_wr wr, *bad;
 
+	if (iwarp && op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+		if (len)
+			post(IBV_WR_RDMA_WRITE, imm, off, len, raddr, rkey);
+		post_send_msg(imm);
+		return;
+	}
 	wait_slot();
 	memset(&wr, 0, sizeof wr);
 	wr.wr_id = imm;
@@ -252,8 +308,9 @@ static void post(enum ibv_wr_opcode op, uint32_t imm, size_t off, uint32_t len,
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 	}
-	if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		wr.imm_data = htobe32(imm);
+	if (op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_WRITE) {
 		wr.wr.rdma.remote_addr = raddr;
 		wr.wr.rdma.rkey = rkey;
 	}
@@ -479,6 +536,7 @@ int main(int argc, char **argv)
 		fail("rdma_resolve_route: %s", strerror(errno));
 	expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route");
 
+	iwarp = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
 	pd = ibv_alloc_pd(id->verbs);
 	if (!pd)
 		fail("ibv_alloc_pd: %s", strerror(errno));
@@ -543,6 +601,8 @@ int main(int argc, char **argv)
 	cp.flow_control = 1;
 	cp.retry_count = 7;
 	cp.rnr_retry_count = 7;
+	if (iwarp)
+		cp.initiator_depth = 1;
 	if (rdma_connect(id, &cp))
 		fail("rdma_connect: %s", strerror(errno));
 	type = next_event(WAIT_MS, pdata, &plen, &status);
