@@ -161,12 +161,21 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // Both sides call ConnectRC, each with the other's RCPeer; a side may
 // send once its QP is in RTS, and the other's receives must be posted
 // by then, or its sends wait for RNR retries.
+//
+// An iWARP QP (siw) is refused with an error matching ErrNotSupported:
+// it reaches RTS only through the connection manager (package rdmacm).
 func (qp *QP) ConnectRC(peer RCPeer, opts *RCOptions) error {
 	if qp == nil {
 		return errNil("QP.ConnectRC", "QP")
 	}
 	if err := qp.alive(); err != nil {
 		return err
+	}
+	if qp.ctx.dev.Transport == TransportIWARP {
+		// The kernel would take RTR and RTS by hand and leave the QP
+		// with no connection: an iWARP QP's stream is the iWARP CM's.
+		return fmt.Errorf("uverbs: ConnectRC: QP %#x on %s: iWARP QPs reach RTS only through the connection manager (package rdmacm): %w",
+			qp.num, qp.ctx.dev.Name, ErrNotSupported)
 	}
 	if opts == nil {
 		opts = DefaultRCOptions()

@@ -3,10 +3,12 @@ package uverbs_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -27,6 +29,15 @@ func rcPeerOf(t *testing.T, e *end, psn uint32) uverbs.RCPeer {
 // and atomics work over them.
 func TestConnectRC(t *testing.T) {
 	a, b := newEnd(t, 0, pairOpts{typ: uverbs.QPTypeRC}), newEnd(t, 1, pairOpts{typ: uverbs.QPTypeRC})
+	if testenv.CurrentFabric().IWARP {
+		// Refused before the kernel, which would move the QP to RTS
+		// with no connection under it; the QP stays as it was.
+		err := a.qp.ConnectRC(uverbs.RCPeer{QPNum: b.qp.Num(), PSN: 1}, nil)
+		if !errors.Is(err, uverbs.ErrNotSupported) || !strings.Contains(err.Error(), "connection manager") || a.qp.State() != uverbs.QPStateReset {
+			t.Errorf("iWARP ConnectRC = %v, state %v; want ErrNotSupported naming the connection manager, RESET", err, a.qp.State())
+		}
+		testenv.NotIWARP(t, "the rest connects by QP modify (ConnectRC); iWARP QPs reach RTS only through the iWARP CM")
+	}
 	// b: INIT by hand (remote writes only), a receive, then ConnectRC.
 	if err := b.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {

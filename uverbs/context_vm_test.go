@@ -4,14 +4,14 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// openContext opens the first device and closes it at cleanup.
+// openContext opens the current fabric's first device and closes it at
+// cleanup.
 func openContext(t *testing.T) *uverbs.Context {
 	t.Helper()
-	d := testenv.Device(t)
+	d := fabricDevice(t, 0)
 	c, err := d.Open(nil)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", d.Name, err)

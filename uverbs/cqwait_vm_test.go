@@ -191,3 +191,57 @@ func TestPollContextAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestCompChannelWakesOnFlush arms a CQ, then moves a QP holding a
+// receive from INIT to ERR: the kernel flushes the receive, the
+// channel reports the CQ and Poll returns the flush. It needs no
+// connection, so it runs on every fabric (siw included).
+func TestCompChannelWakesOnFlush(t *testing.T) {
+	c := openContext(t)
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	cq := newCQ(t, c, uverbs.CQConfig{Size: 4, Channel: ch})
+	pd := newPD(t, c)
+	qp := newQP(t, pd, uverbs.QPConfig{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	buf := make([]byte, 64)
+	mr, err := pd.RegMR(buf, uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.PostRecv(&uverbs.RecvWR{WRID: 7, SGL: []uverbs.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.RequestNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := ch.Wait(ctx)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got != cq {
+		t.Fatal("Wait returned another CQ")
+	}
+	got.AckEvents(1)
+	var wc [2]uverbs.WorkCompletion
+	n, err := cq.Poll(wc[:])
+	if err != nil || n != 1 || wc[0].WRID != 7 || wc[0].Status != uverbs.WCWRFlushErr || wc[0].QPNum != qp.Num() {
+		t.Errorf("Poll after the event = %d, %v, %+v; want the receive flushed", n, err, wc[0])
+	}
+	if cq.Unacked() != 0 {
+		t.Errorf("Unacked = %d", cq.Unacked())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -34,6 +35,7 @@ type pairOpts struct {
 
 func newEnd(t *testing.T, dev int, o pairOpts) *end {
 	t.Helper()
+	notIWARPType(t, o.typ)
 	e := &end{ctx: openContextOn(t, dev)}
 	e.pd = newPD(t, e.ctx)
 	cfg := uverbs.CQConfig{Size: 64}
@@ -71,7 +73,9 @@ func newEnd(t *testing.T, dev int, o pairOpts) *end {
 	}
 	t.Cleanup(func() { mr.Close() })
 	e.mr = mr
-	e.gidx, e.gid = roceV2GID(t, e.ctx.Device().Name)
+	if !testenv.CurrentFabric().IWARP {
+		e.gidx, e.gid = roceV2GID(t, e.ctx.Device().Name) // iWARP has no GIDs to address
+	}
 	return e
 }
 
@@ -86,6 +90,7 @@ func connect(t *testing.T, a, b *end) {
 // connectTo moves a's QP to RTS towards QP qpn at gid, a Go end or not.
 func connectTo(t *testing.T, a *end, qpn uint32, gid uverbs.GID) {
 	t.Helper()
+	notIWARPConnect(t)
 	typ := a.qp.Type()
 	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: qkey,
 		AccessFlags: allAccess}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/purerdma/rdma/internal/rdmanl"
 )
 
 // sysfsRoot is where sysfs is mounted; tests point it at a fake tree.
@@ -90,7 +93,65 @@ func Devices() ([]Device, error) {
 		devs = append(devs, d)
 	}
 	slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.Name, b.Name) })
+	fillNetdevs(devs)
 	return devs, nil
+}
+
+// fillNetdevs names the network device of Ethernet ports whose sysfs
+// does not: Linux 6.1 gives an iWARP port's GIDs no netdev, so siw's
+// gid_attrs/ndevs cannot be read (6.12's can), and siw has no parent
+// device to lead to its netdev either. RDMA netlink's port dump names it
+// (RDMA_NLDEV_ATTR_NDEV_NAME, as "rdma link" shows). Best effort: a
+// port stays without a netdev when netlink cannot say.
+func fillNetdevs(devs []Device) {
+	missing := false
+	for _, d := range devs {
+		for _, p := range d.Ports {
+			missing = missing || p.LinkLayer == "Ethernet" && p.Netdev == ""
+		}
+	}
+	if !missing {
+		return
+	}
+	links, err := portNetdevs()
+	if err != nil {
+		return
+	}
+	for i := range devs {
+		for j := range devs[i].Ports {
+			p := &devs[i].Ports[j]
+			if p.LinkLayer == "Ethernet" && p.Netdev == "" {
+				p.Netdev = links[portKey{devs[i].Name, p.Num}]
+			}
+		}
+	}
+}
+
+type portKey struct {
+	dev  string
+	port int
+}
+
+// portNetdevs lists each port's network device over RDMA netlink;
+// tests replace it.
+var portNetdevs = func() (map[portKey]string, error) {
+	nl, err := rdmanl.Dial()
+	if err != nil {
+		return nil, err
+	}
+	defer nl.Close()
+	nl.SetDeadline(time.Now().Add(5 * time.Second))
+	links, err := nl.Links()
+	if err != nil {
+		return nil, err
+	}
+	m := map[portKey]string{}
+	for _, l := range links {
+		if l.Netdev != "" {
+			m[portKey{l.DevName, int(l.Port)}] = l.Netdev
+		}
+	}
+	return m, nil
 }
 
 // DeviceByName returns the RDMA device called name. If there is none, the

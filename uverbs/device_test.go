@@ -32,9 +32,10 @@ func fakeSysfs(t *testing.T, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
-	old := sysfsRoot
+	old, oldNetdevs := sysfsRoot, portNetdevs
 	sysfsRoot = root
-	t.Cleanup(func() { sysfsRoot = old })
+	portNetdevs = func() (map[portKey]string, error) { return nil, errors.New("no RDMA netlink in a fake sysfs") }
+	t.Cleanup(func() { sysfsRoot, portNetdevs = old, oldNetdevs })
 }
 
 // merge combines fake sysfs trees.
@@ -139,14 +140,56 @@ var mlxDevice = Device{
 }
 
 // siwTree is a soft-iWARP device with only the attributes that matter.
+// As on Linux 6.1, its port has no gid_attrs/ndevs to read: its netdev
+// comes from RDMA netlink's port dump (fakeSiwNetdev).
 var siwTree = map[string]string{
-	"class/infiniband_verbs/uverbs3/ibdev":                "siw_eth0\n",
-	"class/infiniband/siw_eth0/node_type":                 "4: RNIC\n",
-	"class/infiniband/siw_eth0/node_guid":                 "0250:56ff:fe00:0001\n",
-	"class/infiniband/siw_eth0/node_desc":                 "Software iWARP stack\n",
-	"class/infiniband/siw_eth0/ports/1/state":             "4: ACTIVE\n",
-	"class/infiniband/siw_eth0/ports/1/link_layer":        "Ethernet\n",
-	"class/infiniband/siw_eth0/ports/1/gid_attrs/ndevs/0": "eth0\n",
+	"class/infiniband_verbs/uverbs3/ibdev":         "siw_eth0\n",
+	"class/infiniband/siw_eth0/node_type":          "4: RNIC\n",
+	"class/infiniband/siw_eth0/node_guid":          "0250:56ff:fe00:0001\n",
+	"class/infiniband/siw_eth0/node_desc":          "Software iWARP stack\n",
+	"class/infiniband/siw_eth0/ports/1/state":      "4: ACTIVE\n",
+	"class/infiniband/siw_eth0/ports/1/link_layer": "Ethernet\n",
+}
+
+// fakeSiwNetdev answers portNetdevs as RDMA netlink would for siwTree.
+func fakeSiwNetdev(t *testing.T) {
+	old := portNetdevs
+	portNetdevs = func() (map[portKey]string, error) {
+		return map[portKey]string{{"siw_eth0", 1}: "eth0"}, nil
+	}
+	t.Cleanup(func() { portNetdevs = old })
+}
+
+// TestDevicesNetdevFromNetlink: a port sysfs gives no netdev keeps none
+// when RDMA netlink cannot say either, and gets netlink's when it can;
+// ports whose sysfs names one are not asked about.
+func TestDevicesNetdevFromNetlink(t *testing.T) {
+	abi := map[string]string{verbsABI: "6\n"}
+	fakeSysfs(t, merge(abi, siwTree))
+	d, err := DeviceByName("siw_eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Ports[0].Netdev; got != "" {
+		t.Errorf("netdev without netlink = %q, want none", got)
+	}
+	fakeSiwNetdev(t)
+	d, err = DeviceByName("siw_eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Ports[0].Netdev; got != "eth0" {
+		t.Errorf("netdev from netlink = %q, want eth0", got)
+	}
+
+	fakeSysfs(t, merge(abi, rxeTree("rxe0", "uverbs0", "veth0", "5054:00ff:fe12:3456")))
+	portNetdevs = func() (map[portKey]string, error) {
+		t.Error("netlink asked though sysfs named every netdev")
+		return nil, nil
+	}
+	if _, err := Devices(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var siwDevice = Device{
@@ -225,6 +268,7 @@ func TestDevices(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fakeSysfs(t, tt.tree)
+			fakeSiwNetdev(t)
 			got, err := Devices()
 			if err != nil {
 				t.Fatal(err)

@@ -8,12 +8,27 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// TestDevicesInVM checks discovery against the soft-RoCE VM, which
-// promises rxe0 on veth0 and rxe1 on veth1. It skips on other hosts.
+// TestDevicesInVM checks discovery against the test VM's current
+// fabric: rxe0 on veth0 and rxe1 on veth1, or siw0 on veth2 and siw1 on
+// veth3.
 func TestDevicesInVM(t *testing.T) {
-	devs := testenv.Devices(t, 2)
-	netdevs := map[string]string{"rxe0": "veth0", "rxe1": "veth1"}
-	for name, netdev := range netdevs {
+	f := testenv.NeedFabric(t)
+	devs, err := uverbs.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The driver's ABI version (RXE_UVERBS_ABI_VERSION,
+	// SIW_ABI_VERSION), its node type and transport.
+	want := map[string]struct {
+		abi       int
+		node      uverbs.NodeType
+		transport uverbs.Transport
+	}{
+		"rxe": {2, uverbs.NodeCA, uverbs.TransportIB},
+		"siw": {1, uverbs.NodeRNIC, uverbs.TransportIWARP},
+	}[f.Name]
+	for i, name := range f.Devs {
+		netdev := f.Netdevs[i]
 		t.Run(name, func(t *testing.T) {
 			var d *uverbs.Device
 			for i := range devs {
@@ -35,15 +50,14 @@ func TestDevicesInVM(t *testing.T) {
 			if d.ABIVersion != 6 {
 				t.Errorf("ABIVersion = %d, want 6", d.ABIVersion)
 			}
-			// RXE_UVERBS_ABI_VERSION in drivers/infiniband/sw/rxe/rxe.h.
-			if d.DriverABIVersion != 2 {
-				t.Errorf("DriverABIVersion = %d, want 2", d.DriverABIVersion)
+			if d.DriverABIVersion != want.abi {
+				t.Errorf("DriverABIVersion = %d, want %d", d.DriverABIVersion, want.abi)
 			}
-			if d.DriverName != "rxe" {
-				t.Errorf("DriverName = %q, want rxe", d.DriverName)
+			if d.DriverName != f.Name {
+				t.Errorf("DriverName = %q, want %s", d.DriverName, f.Name)
 			}
-			if d.NodeType != uverbs.NodeCA || d.Transport != uverbs.TransportIB {
-				t.Errorf("NodeType, Transport = %v, %v; want an InfiniBand CA", d.NodeType, d.Transport)
+			if d.NodeType != want.node || d.Transport != want.transport {
+				t.Errorf("NodeType, Transport = %v, %v; want %v, %v", d.NodeType, d.Transport, want.node, want.transport)
 			}
 			if d.NodeGUID == 0 {
 				t.Error("NodeGUID is 0")
@@ -57,7 +71,7 @@ func TestDevicesInVM(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"rxe0", "rxe1"} {
+	for _, name := range f.Devs {
 		d, err := uverbs.DeviceByName(name)
 		if err != nil || d.Name != name {
 			t.Errorf("DeviceByName(%s) = %s, %v", name, d.Name, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -28,6 +29,7 @@ var defaultRetry = retrySet{timeout: 14, retry: 7, rnrRetry: 7, minRNRTimer: 1}
 // retry settings rs.
 func connectRetry(t *testing.T, e *end, qpn uint32, gid uverbs.GID, rs retrySet) {
 	t.Helper()
+	notIWARPConnect(t)
 	steps := []struct {
 		attr uverbs.QPAttr
 		mask uverbs.QPAttrMask
@@ -154,6 +156,7 @@ func flushedAll(qp *uverbs.QP, wrids ...uint64) []uverbs.WorkCompletion {
 // retry 7: for ever), so none of them ran. Receives posted to an SRQ
 // belong to the SRQ and stay there; 6.12 reports QP_LAST_WQE_REACHED.
 func TestFaultFlushInOrder(t *testing.T) {
+	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use")
 	t.Run("sends", func(t *testing.T) {
 		a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 		raddr, rkey := b.mr.Addr(), b.mr.RKey()
@@ -258,6 +261,7 @@ func TestFaultFlushInOrder(t *testing.T) {
 // WCRNRRetryExcErr, the QP goes to ERR and flushes the rest. The peer
 // sees nothing and stays in RTS.
 func TestFaultRNRRetryExceeded(t *testing.T) {
+	testenv.NotIWARP(t, "RNR retries are InfiniBand's: an iWARP send that finds no receive ends the connection")
 	for _, n := range []uint8{0, 1, 3} {
 		t.Run("retry "+itoa(int(n)), func(t *testing.T) {
 			a, b := newPairRetry(t, pairOpts{typ: uverbs.QPTypeRC}, retrySet{timeout: 14, retry: 7, rnrRetry: n, minRNRTimer: 1})
@@ -286,6 +290,7 @@ func TestFaultRNRRetryExceeded(t *testing.T) {
 // time out RetryCnt+1 times; it then completes with WCRetryExcErr, the
 // QP goes to ERR and flushes the rest.
 func TestFaultTransportRetryExceeded(t *testing.T) {
+	testenv.NotIWARP(t, "transport retry counts and ACK timeouts are InfiniBand's; iWARP rides on TCP")
 	for _, peer := range []string{"destroyed", "ERR"} {
 		t.Run("peer "+peer, func(t *testing.T) {
 			rs := retrySet{timeout: 10, retry: 2, rnrRetry: 7, minRNRTimer: 1} // 4.2 ms, 3 tries
@@ -317,6 +322,7 @@ func TestFaultTransportRetryExceeded(t *testing.T) {
 // ERR, flushing the next request; the responder's QP goes to ERR as
 // well (its posted receive is flushed), and its memory is untouched.
 func TestFaultRemoteAccess(t *testing.T) {
+	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use")
 	const (
 		noWrite  = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 		noRead   = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteAtomic

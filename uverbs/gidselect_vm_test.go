@@ -53,6 +53,7 @@ func sysfsRoCEv2GIDs(t *testing.T, dev string) []sysfsGID {
 // TestRoCEv2GIDIndex finds each RoCE v2 GID of rxe0 by its address, as
 // sysfs lists them, and refuses addresses the port does not have.
 func TestRoCEv2GIDIndex(t *testing.T) {
+	testenv.NotIWARP(t, "RoCE v2 GIDs: an iWARP port has one GID, made of its MAC address")
 	c := openContextOn(t, 0)
 	dev := c.Device().Name
 	gids := sysfsRoCEv2GIDs(t, dev)
@@ -108,6 +109,7 @@ func TestRoCEv2GIDIndex(t *testing.T) {
 // for any network device and for its own; another device's name finds
 // nothing.
 func TestRoCEv2GID(t *testing.T) {
+	testenv.NotIWARP(t, "RoCE v2 GIDs: an iWARP port has one GID, made of its MAC address")
 	c := openContextOn(t, 0)
 	dev := c.Device().Name
 	var want sysfsGID

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -17,6 +18,7 @@ import (
 // EINVAL; the QP stays in INIT (as the kernel reports it) and the same
 // move with the GRH then succeeds.
 func TestMissingGRH(t *testing.T) {
+	testenv.NotIWARP(t, "the GRH belongs to RoCE's and InfiniBand's UD and address vectors; iWARP has neither")
 	c := openContext(t)
 	name := c.Device().Name
 	pa, err := c.QueryPort(1)

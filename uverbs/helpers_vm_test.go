@@ -7,14 +7,51 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
+// fabricDevice is the current fabric's i-th device (0 the server's, 1
+// the client's: rxe0 and rxe1, or siw0 and siw1), failing the test in
+// the VM when it is missing or not ACTIVE.
+func fabricDevice(t *testing.T, i int) uverbs.Device {
+	t.Helper()
+	f := testenv.NeedFabric(t)
+	d, err := uverbs.DeviceByName(f.Devs[i])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// fabricDevices are the current fabric's two devices.
+func fabricDevices(t *testing.T) []uverbs.Device {
+	t.Helper()
+	return []uverbs.Device{fabricDevice(t, 0), fabricDevice(t, 1)}
+}
+
+// notIWARPConnect skips, on iWARP, a test whose QPs are connected by
+// QP modify (RTR and RTS by hand) or addressed by a RoCE GID.
+func notIWARPConnect(t *testing.T) {
+	t.Helper()
+	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS) with RoCE v2 GIDs; iWARP QPs reach RTS only through the iWARP CM and have no GIDs to address")
+}
+
+// notIWARPType skips, on iWARP, a test built on a UD or UC QP.
+func notIWARPType(t *testing.T, typ uverbs.QPType) {
+	t.Helper()
+	if typ != uverbs.QPTypeRC {
+		testenv.NotIWARP(t, "iWARP has RC QPs only, not "+typ.String())
+	}
+}
+
 // roceV2GID finds the RoCE v2 GID of dev's port 1 that carries an IPv4
 // address (::ffff:a.b.c.d), reading sysfs directly so these tests do not
-// depend on the query code they may be testing.
+// depend on the query code they may be testing. On iWARP it skips the
+// test (notIWARPConnect): every caller connects QPs by hand.
 func roceV2GID(t *testing.T, dev string) (int, uverbs.GID) {
 	t.Helper()
+	notIWARPConnect(t)
 	dir := filepath.Join("/sys/class/infiniband", dev, "ports/1")
 	for i := 0; i < 64; i++ {
 		typ, err := os.ReadFile(filepath.Join(dir, "gid_attrs/types", itoa(i)))

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -162,7 +163,15 @@ func TestMRContextClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pd.AllocMW(uverbs.MWType2); err != nil {
+	if testenv.CurrentFabric().IWARP {
+		// siw has no memory windows: the kernel refuses ALLOC_MW.
+		if mw, err := pd.AllocMW(uverbs.MWType2); !errors.Is(err, uverbs.ErrNotSupported) {
+			if mw != nil {
+				mw.Close()
+			}
+			t.Fatalf("siw AllocMW = %v, want ErrNotSupported", err)
+		}
+	} else if _, err := pd.AllocMW(uverbs.MWType2); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
@@ -282,7 +291,8 @@ func regAndClose(t *testing.T, pd *uverbs.PD, b *uverbs.Buffer, access uverbs.Ac
 // kernel rejects them and the error says so (ErrNotSupported); on 6.12
 // rxe takes FLUSH_GLOBAL on any memory, and FLUSH_PERSISTENT only on
 // persistent memory: it refuses ordinary pages and takes a mapping of
-// the VM's NVDIMM.
+// the VM's NVDIMM. siw has no FLUSH on either kernel: it refuses the
+// bits as 6.1 does.
 func TestMRFlushAccess(t *testing.T) {
 	c := openContext(t)
 	pd := mrPD(t, c)
@@ -294,7 +304,7 @@ func TestMRFlushAccess(t *testing.T) {
 	base := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
 	global := base | uverbs.AccessFlushGlobal
 	both := global | uverbs.AccessFlushPersistent
-	if kernel612() {
+	if kernel612() && !testenv.CurrentFabric().IWARP {
 		regAndClose(t, pd, b, global, "ordinary memory")
 		mr, err := pd.RegBuffer(b, both)
 		if err == nil {
@@ -306,13 +316,14 @@ func TestMRFlushAccess(t *testing.T) {
 		regAndClose(t, pd, pmemBuffer(t, 1<<20), both, "persistent memory")
 		return
 	}
-	// 6.1 refuses the access bits whatever the memory.
+	// 6.1, and siw on any kernel, refuse the access bits whatever the
+	// memory.
 	pb := pmemBuffer(t, 1<<20)
 	if mr, err := pd.RegBuffer(pb, both); !errors.Is(err, uverbs.ErrNotSupported) {
 		if err == nil {
 			mr.Close()
 		}
-		t.Errorf("6.1: RegBuffer(%v) on persistent memory = %v, want ErrNotSupported", both, err)
+		t.Errorf("%s: RegBuffer(%v) on persistent memory = %v, want ErrNotSupported", os.Getenv("PURERDMA_VM"), both, err)
 	}
 	for _, access := range []uverbs.Access{global, both} {
 		mr, err := pd.RegBuffer(b, access)
@@ -346,11 +357,11 @@ func TestMRRereg(t *testing.T) {
 
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite
 	err = mr.Rereg(uverbs.ReregAccess, nil, nil, access)
-	if isRXE(c) && !kernel612() {
-		// 6.1's rxe has no rereg_user_mr: the kernel refuses every
-		// change, and the region stays as it was.
+	if isRXE(c) && !kernel612() || c.Device().DriverName == "siw" {
+		// 6.1's rxe and siw have no rereg_user_mr: the kernel refuses
+		// every change, and the region stays as it was.
 		t.Logf("%s: %v", os.Getenv("PURERDMA_VM"), err)
-		if !errors.Is(err, uverbs.ErrNotSupported) || !strings.Contains(err.Error(), "rxe0") {
+		if !errors.Is(err, uverbs.ErrNotSupported) || !strings.Contains(err.Error(), c.Device().Name) {
 			t.Fatalf("Rereg(access) = %v, want ErrNotSupported naming the device", err)
 		}
 		if err := mr.Rereg(uverbs.ReregPD, pd2, nil, 0); !errors.Is(err, uverbs.ErrNotSupported) {
@@ -419,6 +430,22 @@ func TestMRRereg(t *testing.T) {
 func TestMWAllocClose(t *testing.T) {
 	c := openContext(t)
 	pd := mrPD(t, c)
+	if testenv.CurrentFabric().IWARP {
+		// siw has no memory windows: ALLOC_MW is refused by the kernel
+		// for either type, and the PD has nothing under it.
+		for _, typ := range []uverbs.MWType{uverbs.MWType1, uverbs.MWType2} {
+			if mw, err := pd.AllocMW(typ); !errors.Is(err, uverbs.ErrNotSupported) {
+				if mw != nil {
+					mw.Close()
+				}
+				t.Errorf("siw AllocMW(%v) = %v, want ErrNotSupported", typ, err)
+			}
+		}
+		if err := pd.Close(); err != nil {
+			t.Errorf("PD.Close after refused windows: %v", err)
+		}
+		return
+	}
 	for _, typ := range []uverbs.MWType{uverbs.MWType1, uverbs.MWType2} {
 		t.Run(typ.String(), func(t *testing.T) {
 			mw, err := pd.AllocMW(typ)

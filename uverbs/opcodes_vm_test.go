@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -137,6 +138,7 @@ func mustPostSend(t *testing.T, e *end, wr *uverbs.SendWR) {
 // by the test.
 func newEndWith(t *testing.T, dev int, typ uverbs.QPType, cp uverbs.QPCap, sigAll bool) *end {
 	t.Helper()
+	notIWARPType(t, typ)
 	e := &end{ctx: openContextOn(t, dev)}
 	e.pd = newPD(t, e.ctx)
 	e.cq = newCQ(t, e.ctx, uverbs.CQConfig{Size: 64})
@@ -148,7 +150,9 @@ func newEndWith(t *testing.T, dev int, typ uverbs.QPType, cp uverbs.QPCap, sigAl
 	}
 	t.Cleanup(func() { mr.Close() })
 	e.mr = mr
-	e.gidx, e.gid = roceV2GID(t, e.ctx.Device().Name)
+	if !testenv.CurrentFabric().IWARP {
+		e.gidx, e.gid = roceV2GID(t, e.ctx.Device().Name) // iWARP has no GIDs to address
+	}
 	return e
 }
 
@@ -367,6 +371,7 @@ func (s *mwSetup) writeThrough(t *testing.T, a *end, rkey uint32, off int, wrid 
 // the window's rkey work while it is bound and fail with a remote access
 // error otherwise.
 func TestMemoryWindowType2(t *testing.T) {
+	testenv.NotIWARP(t, "memory windows: siw has none (ALLOC_MW is refused, TestMWAllocClose checks it)")
 	t.Run("BIND_MW then write", func(t *testing.T) {
 		a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 		s := newMWSetup(t, b)
@@ -988,6 +993,7 @@ func TestRecvBufferTooSmall(t *testing.T) {
 // TestBadRKey: an RDMA write or read with a wrong rkey completes with a
 // remote access error; the QP is then in error and flushes the rest.
 func TestBadRKey(t *testing.T) {
+	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use")
 	for _, op := range []uverbs.WROpcode{uverbs.WRRDMAWrite, uverbs.WRRDMARead, uverbs.WRAtomicFetchAndAdd} {
 		t.Run(op.String(), func(t *testing.T) {
 			a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})

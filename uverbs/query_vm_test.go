@@ -2,6 +2,7 @@ package uverbs_test
 
 import (
 	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,11 +17,18 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// The soft-RoCE VM's devices: rxe0 on veth0 (198.18.0.1), rxe1 on veth1
-// (198.18.0.2).
-var vmDevices = []struct{ name, netdev, ip string }{
-	{"rxe0", "veth0", "198.18.0.1"},
-	{"rxe1", "veth1", "198.18.0.2"},
+type vmDevice struct{ name, netdev, ip string }
+
+// vmDevices are the current fabric's devices in the VM: rxe0 on veth0
+// (198.18.0.1) and rxe1 on veth1 (198.18.0.2), or siw0 on veth2
+// (198.18.1.1) and siw1 on veth3 (198.18.1.2).
+func vmDevices() []vmDevice {
+	f := testenv.CurrentFabric()
+	var ds []vmDevice
+	for i := range f.Devs {
+		ds = append(ds, vmDevice{f.Devs[i], f.Netdevs[i], f.Addrs[i].String()})
+	}
+	return ds
 }
 
 // openVMDevice opens one of the VM's devices and closes it at cleanup.
@@ -60,8 +68,8 @@ func vmKernel() string {
 }
 
 func TestQueryDeviceInVM(t *testing.T) {
-	devs := testenv.Devices(t, 2)
-	for _, vd := range vmDevices {
+	devs := fabricDevices(t)
+	for _, vd := range vmDevices() {
 		t.Run(vd.name, func(t *testing.T) {
 			d, c := openVMDevice(t, devs, vd.name)
 			a, err := c.QueryDevice()
@@ -80,9 +88,17 @@ func TestQueryDeviceInVM(t *testing.T) {
 				t.Errorf("NodeGUID, SysImageGUID = %v, %v; sysfs says %v, %v", a.NodeGUID, a.SysImageGUID, d.NodeGUID, d.SysImageGUID)
 			}
 			// rxe: RXE_VENDOR_ID, firmware version 0 and no sysfs fw_ver,
-			// atomics within the device.
-			if a.VendorID != 0xffffff || a.FWVer != "0.0.0" || a.AtomicCap != uverbs.AtomicHCA {
-				t.Errorf("VendorID %#x, FWVer %q, AtomicCap %v; want rxe's 0xffffff, 0.0.0, ATOMIC_HCA", a.VendorID, a.FWVer, a.AtomicCap)
+			// atomics within the device. siw: SIW_VENDOR_ID ("bmt"),
+			// no firmware version either, no atomics (RDMAP has none).
+			want := struct {
+				vendor uint32
+				atomic uverbs.AtomicCap
+			}{0xffffff, uverbs.AtomicHCA}
+			if testenv.CurrentFabric().IWARP {
+				want.vendor, want.atomic = 0x626d74, uverbs.AtomicNone
+			}
+			if a.VendorID != want.vendor || a.FWVer != "0.0.0" || a.AtomicCap != want.atomic {
+				t.Errorf("VendorID %#x, FWVer %q, AtomicCap %v; want %#x, 0.0.0, %v", a.VendorID, a.FWVer, a.AtomicCap, want.vendor, want.atomic)
 			}
 			if low := a.DeviceCapFlagsEx & 0xffffffff; low != a.DeviceCapFlags {
 				t.Errorf("DeviceCapFlagsEx %v does not extend DeviceCapFlags %v", a.DeviceCapFlagsEx, a.DeviceCapFlags)
@@ -94,7 +110,7 @@ func TestQueryDeviceInVM(t *testing.T) {
 			global, persistent := a.SupportsFlush()
 			write := a.SupportsAtomicWrite()
 			if k := vmKernel(); k != "" {
-				want := k == "6.12"
+				want := k == "6.12" && !testenv.CurrentFabric().IWARP // siw has neither
 				if global != want || persistent != want || write != want {
 					t.Errorf("kernel %s: flush global %v, persistent %v, atomic write %v; want all %v",
 						os.Getenv("PURERDMA_VM"), global, persistent, write, want)
@@ -122,8 +138,8 @@ func TestQueryDeviceInVM(t *testing.T) {
 }
 
 func TestQueryPortInVM(t *testing.T) {
-	devs := testenv.Devices(t, 2)
-	for _, vd := range vmDevices {
+	devs := fabricDevices(t)
+	for _, vd := range vmDevices() {
 		t.Run(vd.name, func(t *testing.T) {
 			_, c := openVMDevice(t, devs, vd.name)
 			p, err := c.QueryPort(1)
@@ -134,14 +150,32 @@ func TestQueryPortInVM(t *testing.T) {
 			if p.State != uverbs.PortActive || p.LinkLayer != uverbs.LinkLayerEthernet {
 				t.Errorf("State %v, LinkLayer %v; want PORT_ACTIVE on Ethernet", p.State, p.LinkLayer)
 			}
-			if p.MaxMTU != uverbs.MTU4096 {
-				t.Errorf("MaxMTU = %v, want 4096", p.MaxMTU)
-			}
-			if want := rxeActiveMTU(t, vd.netdev); p.ActiveMTU != want {
-				t.Errorf("ActiveMTU = %v, want %v for the MTU of %s", p.ActiveMTU, want, vd.netdev)
-			}
-			if p.GIDTblLen <= 0 || p.PKeyTblLen <= 0 || p.MaxMsgSz == 0 {
-				t.Errorf("GIDTblLen %d, PKeyTblLen %d, MaxMsgSz %d; want all positive", p.GIDTblLen, p.PKeyTblLen, p.MaxMsgSz)
+			if testenv.CurrentFabric().IWARP {
+				// siw: the MTU of the netdev as an IB MTU, no header
+				// subtracted; 6.1 reports it as the maximum too,
+				// 6.12 the netdev's max_mtu (a veth's is 65535). One
+				// GID, no P_Key table.
+				mtu := netdevMTU(t, vd.netdev)
+				wantMax := mtu
+				if vmKernel() == "6.12" {
+					wantMax = uverbs.MTU4096
+				}
+				if p.MaxMTU != wantMax || p.ActiveMTU != mtu {
+					t.Errorf("MaxMTU %v, ActiveMTU %v; want %v, %v for the MTU of %s", p.MaxMTU, p.ActiveMTU, wantMax, mtu, vd.netdev)
+				}
+				if p.GIDTblLen != 1 || p.PKeyTblLen != 0 || p.MaxMsgSz == 0 {
+					t.Errorf("GIDTblLen %d, PKeyTblLen %d, MaxMsgSz %d; want siw's 1, 0 and a positive size", p.GIDTblLen, p.PKeyTblLen, p.MaxMsgSz)
+				}
+			} else {
+				if p.MaxMTU != uverbs.MTU4096 {
+					t.Errorf("MaxMTU = %v, want 4096", p.MaxMTU)
+				}
+				if want := rxeActiveMTU(t, vd.netdev); p.ActiveMTU != want {
+					t.Errorf("ActiveMTU = %v, want %v for the MTU of %s", p.ActiveMTU, want, vd.netdev)
+				}
+				if p.GIDTblLen <= 0 || p.PKeyTblLen <= 0 || p.MaxMsgSz == 0 {
+					t.Errorf("GIDTblLen %d, PKeyTblLen %d, MaxMsgSz %d; want all positive", p.GIDTblLen, p.PKeyTblLen, p.MaxMsgSz)
+				}
 			}
 			if p.PhysState != 5 {
 				t.Errorf("PhysState = %d, want 5 (LINK_UP)", p.PhysState)
@@ -153,7 +187,7 @@ func TestQueryPortInVM(t *testing.T) {
 				t.Errorf("kernel %s: ActiveSpeedEx = %d, want %d", vmKernel(), p.ActiveSpeedEx, want)
 			}
 			if p.ActiveSpeed != 8 || p.ActiveWidth != 1 {
-				t.Errorf("ActiveSpeed %d, ActiveWidth %d; want rxe's 8 (10 Gb/s), 1 (1X) on a veth", p.ActiveSpeed, p.ActiveWidth)
+				t.Errorf("ActiveSpeed %d, ActiveWidth %d; want 8 (10 Gb/s), 1 (1X) on a veth", p.ActiveSpeed, p.ActiveWidth)
 			}
 
 			legacy, err := uverbs.QueryPortLegacy(c, 1)
@@ -186,6 +220,18 @@ func TestQueryPortInVM(t *testing.T) {
 // bytes of headers (rxe_set_mtu, eth_mtu_int_to_enum).
 func rxeActiveMTU(t *testing.T, netdev string) uverbs.MTU {
 	t.Helper()
+	return ibMTU(netdevBytes(t, netdev) - 80)
+}
+
+// netdevMTU is netdev's MTU as siw reports it: the largest IB MTU that
+// fits it (ib_mtu_int_to_enum).
+func netdevMTU(t *testing.T, netdev string) uverbs.MTU {
+	t.Helper()
+	return ibMTU(netdevBytes(t, netdev))
+}
+
+func netdevBytes(t *testing.T, netdev string) int {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("/sys/class/net", netdev, "mtu"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,9 +240,14 @@ func rxeActiveMTU(t *testing.T, netdev string) uverbs.MTU {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mtu
+}
+
+// ibMTU is the largest IB MTU of at most n bytes (256 at least).
+func ibMTU(n int) uverbs.MTU {
 	best := uverbs.MTU256
 	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
-		if m.Bytes() <= mtu-80 {
+		if m.Bytes() <= n {
 			best = m
 		}
 	}
@@ -204,8 +255,8 @@ func rxeActiveMTU(t *testing.T, netdev string) uverbs.MTU {
 }
 
 func TestQueryGIDTableInVM(t *testing.T) {
-	devs := testenv.Devices(t, 2)
-	for _, vd := range vmDevices {
+	devs := fabricDevices(t)
+	for _, vd := range vmDevices() {
 		t.Run(vd.name, func(t *testing.T) {
 			_, c := openVMDevice(t, devs, vd.name)
 			p, err := c.QueryPort(1)
@@ -220,14 +271,31 @@ func TestQueryGIDTableInVM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			found := false
+			iwarp := testenv.CurrentFabric().IWARP
+			if iwarp {
+				// siw: one GID, the netdev's MAC address and zeros
+				// (siw_query_gid), of type IB. 6.1's GID cache gives
+				// it no netdev; 6.12's siw registers its netdev with
+				// the core (ib_device_set_netdev), which names it.
+				var want uverbs.GID
+				copy(want[:], ifi.HardwareAddr)
+				wantNetdev, wantIndex := vd.netdev, ifi.Index
+				if vmKernel() == "6.1" {
+					wantNetdev, wantIndex = "", 0
+				}
+				if len(gids) != 1 || gids[0].GID != want || gids[0].Type != uverbs.GIDTypeIB ||
+					gids[0].Netdev != wantNetdev || gids[0].NetdevIndex != wantIndex {
+					t.Errorf("GID table %+v; want one IB GID %v with netdev %q/%d", gids, want, wantNetdev, wantIndex)
+				}
+			}
+			found := iwarp // RoCE v2 GIDs are RoCE's
 			used := map[int]bool{}
 			for i, e := range gids {
 				t.Logf("GID[%d] %s (%s) %v netdev %s/%d", e.Index, e.GID, e.GID.IP(), e.Type, e.Netdev, e.NetdevIndex)
 				if e.Port != 1 || e.GID.IsZero() || e.Index < 0 || e.Index >= p.GIDTblLen || i > 0 && gids[i-1].Index >= e.Index {
 					t.Errorf("entry %d: %+v: wrong port, empty, out of range or out of order", i, e)
 				}
-				if e.Netdev != vd.netdev || e.NetdevIndex != ifi.Index {
+				if !iwarp && (e.Netdev != vd.netdev || e.NetdevIndex != ifi.Index) {
 					t.Errorf("GID[%d] netdev %s/%d, want %s/%d", e.Index, e.Netdev, e.NetdevIndex, vd.netdev, ifi.Index)
 				}
 				used[e.Index] = true
@@ -255,7 +323,8 @@ func TestQueryGIDTableInVM(t *testing.T) {
 			for used[empty] {
 				empty--
 			}
-			if _, err := c.QueryGID(1, empty); !errors.Is(err, syscall.ENODATA) {
+			// siw's one-entry table has no empty entry.
+			if _, err := c.QueryGID(1, empty); empty >= 0 && !errors.Is(err, syscall.ENODATA) {
 				t.Errorf("QueryGID of the empty entry %d = %v, want ENODATA", empty, err)
 			}
 			if _, err := c.QueryGID(1, p.GIDTblLen); !errors.Is(err, syscall.EINVAL) {
@@ -286,19 +355,31 @@ func checkSysfsGID(t *testing.T, dev string, e uverbs.GIDEntry) {
 	if s := read("gid_attrs/types"); s != wantType {
 		t.Errorf("GID[%d] type %v, sysfs says %q", e.Index, e.Type, s)
 	}
-	if s := read("gid_attrs/ndevs"); s != e.Netdev {
+	if e.Netdev == "" && testenv.CurrentFabric().IWARP {
+		// siw on 6.1: no netdev in the GID cache, the kernel refuses
+		// the read.
+		p := filepath.Join(dir, "gid_attrs/ndevs", strconv.Itoa(e.Index))
+		if _, err := os.ReadFile(p); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("reading %s = %v, want EINVAL", p, err)
+		}
+	} else if s := read("gid_attrs/ndevs"); s != e.Netdev {
 		t.Errorf("GID[%d] netdev %q, sysfs says %q", e.Index, e.Netdev, s)
 	}
 }
 
 func TestQueryPKeyInVM(t *testing.T) {
-	devs := testenv.Devices(t, 2)
-	_, c := openVMDevice(t, devs, "rxe0")
+	devs := fabricDevices(t)
+	_, c := openVMDevice(t, devs, testenv.CurrentFabric().Devs[0])
 	p, err := c.QueryPort(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, err := c.QueryPKey(1, 0); err != nil || k != 0xffff {
+	if testenv.CurrentFabric().IWARP {
+		// iWARP has no partitions: siw's port has no P_Key table.
+		if k, err := c.QueryPKey(1, 0); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("siw QueryPKey(1, 0) = %#x, %v; want an error matching fs.ErrNotExist", k, err)
+		}
+	} else if k, err := c.QueryPKey(1, 0); err != nil || k != 0xffff {
 		t.Errorf("QueryPKey(1, 0) = %#x, %v; want the default 0xffff", k, err)
 	}
 	if k, err := c.QueryPKey(1, p.PKeyTblLen); err == nil {
@@ -310,8 +391,8 @@ func TestQueryPKeyInVM(t *testing.T) {
 }
 
 func TestQueryAfterCloseInVM(t *testing.T) {
-	devs := testenv.Devices(t, 2)
-	_, c := openVMDevice(t, devs, "rxe1")
+	devs := fabricDevices(t)
+	_, c := openVMDevice(t, devs, testenv.CurrentFabric().Devs[1])
 	if _, err := c.QueryDevice(); err != nil {
 		t.Fatalf("QueryDevice on the open context: %v", err)
 	}
