@@ -46,7 +46,7 @@ func (d *cqDoor) open(q provider.CQQueue, locks bool) {
 // close shuts the door when the CQ is destroyed. Only a TD CQ has one
 // open, so no locked Poll reads it meanwhile.
 func (d *cqDoor) close() {
-	if d.rxe != nil {
+	if d.rxe != nil { // no write for a locked CQ, whose Poll reads rxe unlocked
 		d.rxe = nil
 	}
 }

@@ -19,33 +19,25 @@ type portRoute struct {
 }
 
 // portRoute returns the port's answer, querying the port the first
-// time. A query that fails is not cached, and ok is false: the kernel
-// then decides, as without the check.
-func (c *Context) portRoute(port int) (r portRoute, ok bool) {
+// time. A query that fails is not cached.
+func (c *Context) portRoute(port int) (portRoute, error) {
 	if v, ok := c.ports.Load(port); ok {
-		return v.(portRoute), true
+		return v.(portRoute), nil
 	}
 	pa, err := c.QueryPort(port)
 	if err != nil {
-		return portRoute{}, false
+		return portRoute{}, err
 	}
-	r = portRoute{grh: pa.GRHRequired, linkLayer: pa.LinkLayer}
+	r := portRoute{grh: pa.GRHRequired, linkLayer: pa.LinkLayer}
 	c.ports.Store(port, r)
-	return r, true
+	return r, nil
 }
 
 // portIsEthernet reports whether the port's link layer is Ethernet
 // (RoCE), from the same answer; a failed query is the error.
 func (c *Context) portIsEthernet(port int) (bool, error) {
-	if r, ok := c.portRoute(port); ok {
-		return r.linkLayer == LinkLayerEthernet, nil
-	}
-	_, err := c.QueryPort(port)
-	if err == nil { // answered now, after failing a moment ago
-		r, _ := c.portRoute(port)
-		return r.linkLayer == LinkLayerEthernet, nil
-	}
-	return false, err
+	r, err := c.portRoute(port)
+	return r.linkLayer == LinkLayerEthernet, err
 }
 
 // checkGRH refuses the address a (the field named field of op's
@@ -59,8 +51,9 @@ func (c *Context) checkGRH(op, field string, a *AHAttr) error {
 		}
 		return nil
 	}
-	r, ok := c.portRoute(a.PortNum)
-	if !ok || !r.grh {
+	// A port that cannot be queried is not checked: the kernel decides.
+	r, err := c.portRoute(a.PortNum)
+	if err != nil || !r.grh {
 		return nil
 	}
 	why := "requires a global route header in every address (GRH_REQUIRED)"
