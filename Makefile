@@ -77,10 +77,8 @@ vmtest: deps examples
 # riostream tests (rsocket against rdma-core's tools in rsockets' iWARP
 # form); and the rpma examples that end by themselves (06 and 13 wait
 # 15 s and 10 s for clients that do not come; 10 and 11 send immediate
-# data, which iWARP has not). Not rsocket's own suite: a siw race can
-# leave a connection's first message unread (docs/testing.md,
-# "rsocket's tests").
-SIWPKGS   := ./uverbs ./rdmacm ./rpma
+# data, which iWARP has not).
+SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
 SIWCMDRUN := ^(TestPing(Interop|Go)|TestSelftestPasses|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 

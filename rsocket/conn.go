@@ -73,6 +73,14 @@ type Conn struct {
 	mu sync.Mutex // everything below
 	st state
 
+	// The connecting side on iWARP sends its first credit update again
+	// (nudge) until a message from the peer shows the peer is reading:
+	// siw can leave that first message unread (nudgeDelays says why).
+	heard  bool        // a message from the peer arrived
+	nudger *time.Timer // pending nudge; nil once none is to come
+	nudges int         // nudges sent
+	hide   int         // test hook (hideFirstSends): SENDs still to post as zero-length WRITEs
+
 	// Send side (rsocket.c's names in comments).
 	sqeAvail  int    // sqe_avail: send WQEs for data
 	sbufAvail int    // sbuf_bytes_avail
@@ -185,6 +193,13 @@ func (c *Conn) opError(op string, err error) error {
 
 // setup makes the endpoint of id: its CQ and channel, QP, buffers and
 // posted receives, with cfg's sizes. The caller closes id on error.
+// testHooks are set by tests only (export_test.go), before the
+// connections they apply to are made.
+var testHooks struct {
+	msgSend        bool // rsockets' iWARP form (RS_OPT_MSG_SEND) on any device
+	hideFirstSends int  // Dial: the first SENDs that go as zero-length WRITEs, which the peer never sees
+}
+
 func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	vctx, err := id.Context()
 	if err != nil {
@@ -200,7 +215,7 @@ func setup(id *rdmacm.ID, cfg Config) (*Conn, error) {
 	// iWARP cannot retry when the peer has no receive posted (it has no
 	// RNR retry), so ctrlSlots receives more than the credits cover are
 	// kept posted for the control messages that come outside them.
-	c.msgSend = dev.Transport == uverbs.TransportIWARP
+	c.msgSend = dev.Transport == uverbs.TransportIWARP || testHooks.msgSend
 	extra := 0
 	if c.msgSend {
 		c.msgWRs, extra = 2, ctrlSlots
@@ -508,7 +523,7 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 		}
 		return 0
 	}
-	c.quiet = false
+	c.quiet, c.heard = false, true
 	var imm uint32
 	switch {
 	case c.msgSend:
@@ -688,6 +703,63 @@ func (c *Conn) postMsg(m uint32) error {
 func (c *Conn) setMsgSend(m uint32, wrID uint64) {
 	c.peerOrder().PutUint32(c.mword, m)
 	c.mwr = uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: c.msge[:]}
+	if c.hide > 0 {
+		// The test hook: a WRITE of nothing to the peer's target SGL
+		// completes here as the SEND would, and the peer sees nothing.
+		c.hide--
+		c.mwr = uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRRDMAWrite, RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+	}
+}
+
+// nudgeDelays are the waits, after Dial and after each nudge, before
+// the connecting side on iWARP sends its credit limit again while no
+// message from the peer has arrived. siw (Linux 6.1 and 6.12) sends the
+// MPA reply in siw_accept before it hands the socket's data-ready
+// callback to the QP (siw_qp_socket_assoc); a message that arrives in
+// between stays in the socket, unread until more data comes. The
+// accepting side says nothing before it has read the connecting side's
+// first message (quiet), so a connection whose client waits for the
+// server would wait for ever. A second message makes siw read both.
+// The repeat is idempotent (the same credit limit, no buffer) and takes
+// one of the ctrlSlots receives the peer keeps beyond the credits: the
+// first update, two nudges and the DISCONNECT fit in them while the peer
+// reads nothing.
+var nudgeDelays = [...]time.Duration{50 * time.Millisecond, time.Second}
+
+// nudge is the timer's function: it takes what the CQ holds and, if the
+// peer is still not heard from, sends the credit limit again.
+func (c *Conn) nudge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nudger == nil {
+		return // stopped
+	}
+	c.progress()
+	if c.heard || !c.st.connected || c.st.closed || c.ctrlSeq == c.ctrlMax {
+		c.kick() // what progress found may be what a waiter wants
+		c.nudger = nil
+		return
+	}
+	c.ctrlSeq++
+	if err := c.postMsg(msg(opSGL, uint32(c.rcvLimit))); err != nil {
+		c.postFailed("post a credit update", err)
+		c.kick()
+		c.nudger = nil
+		return
+	}
+	if c.nudges++; c.nudges == len(nudgeDelays) {
+		c.nudger = nil
+		return
+	}
+	c.nudger.Reset(nudgeDelays[c.nudges])
+}
+
+// stopNudges ends the nudges; the caller holds mu.
+func (c *Conn) stopNudges() {
+	if c.nudger != nil {
+		c.nudger.Stop()
+		c.nudger = nil
+	}
 }
 
 // postRecv posts a receive: of nothing, or with msgSend into the next
@@ -1045,6 +1117,7 @@ func (c *Conn) Close() error {
 	}
 	c.mu.Lock()
 	c.st.closed = true
+	c.stopNudges()
 	c.kick()
 	c.mu.Unlock()
 	c.rmu.Lock()

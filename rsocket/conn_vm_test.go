@@ -171,3 +171,49 @@ func TestPeerClose(t *testing.T) {
 		t.Fatalf("Write after the peer closed = %v, want ECONNRESET", werr)
 	}
 }
+
+// TestFirstMessageUnseen runs a server-speaks-first exchange in
+// rsockets' iWARP form (on any device, through the SetMsgSend hook)
+// with the connecting side's first credit update hidden from the peer,
+// as siw can leave it unread: the accepting side says nothing until it
+// has heard from the connecting side, so the exchange completes only
+// because the client sends its credit limit again. Then the
+// connection carries data both ways and closes cleanly.
+func TestFirstMessageUnseen(t *testing.T) {
+	t.Cleanup(rsocket.SetMsgSend(1)) // runs after pair's closes
+	c, s := pair(t, rsocket.Config{})
+	if n := c.Hidden(); n != 0 {
+		t.Fatalf("the client's first update was not hidden (%d SENDs still to hide)", n)
+	}
+	// Deadlines only end a hang; nothing depends on how long it takes.
+	guard := time.Now().Add(45 * time.Second)
+	c.SetDeadline(guard)
+	s.SetDeadline(guard)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := s.Write([]byte("220 ready"))
+		werr <- err
+	}()
+	got := make([]byte, 9)
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "220 ready" {
+		t.Fatalf("client read %q, %v; want the server's banner", got, err)
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("server write: %v", err)
+	}
+	if n := c.Nudges(); n == 0 {
+		t.Errorf("the server spoke though the client never sent its credit limit again")
+	}
+	msg := bytes.Repeat([]byte("x"), 3000)
+	go func() {
+		_, err := c.Write(msg)
+		werr <- err
+	}()
+	back := make([]byte, len(msg))
+	if _, err := io.ReadFull(s, back); err != nil || !bytes.Equal(back, msg) {
+		t.Fatalf("server read %d bytes, %v; want the client's %d", len(back), err, len(msg))
+	}
+	if err := <-werr; err != nil {
+		t.Fatalf("client write: %v", err)
+	}
+}

@@ -161,9 +161,12 @@ func connect(ctx context.Context, id *rdmacm.ID, src, dst netip.AddrPort, cfg Co
 	c.start(peer)
 	if c.msgSend {
 		// Send first, as MPA wants of the initiator: the acceptor waits
-		// for it (quiet). The first credit update goes at once.
+		// for it (quiet). The first credit update goes at once, and
+		// again if the peer stays silent (nudgeDelays).
 		c.mu.Lock()
+		c.hide = testHooks.hideFirstSends
 		c.progress()
+		c.nudger = time.AfterFunc(nudgeDelays[0], c.nudge)
 		c.mu.Unlock()
 	}
 	ok = true

@@ -28,6 +28,16 @@
 // granted by writing their address into the peer's target list. docs/rsocket.md has the
 // wire format, the defaults and what this package checks of a peer.
 //
+// # iWARP
+//
+// On iWARP the connecting side speaks first (MPA wants it so) and the
+// accepting side says nothing until it has read that first message.
+// siw (Linux 6.1 and 6.12) can leave a message that arrives just after
+// its accept unread until more data comes; so a dialed Conn that has
+// heard nothing from its peer sends its credit limit again, 50 ms and
+// then 1 s after the connection is up (an idempotent 4-byte message,
+// at most twice).
+//
 // # Semantics
 //
 // Conn has net.Conn's semantics: Read and Write poll the completion

@@ -13,3 +13,29 @@ func (c *Conn) Buffered() int {
 	}
 	return n
 }
+
+// SetMsgSend makes the connections made after it use rsockets' iWARP
+// form (4-byte SENDs for messages, the accepting side quiet until the
+// connecting side's first message) on any device, and has Dial post its
+// first hide SENDs as zero-length RDMA WRITEs that complete but reach
+// no receive: the peer never sees them, as with a message siw leaves
+// unread. It returns a function that undoes it.
+func SetMsgSend(hide int) (restore func()) {
+	testHooks.msgSend, testHooks.hideFirstSends = true, hide
+	return func() { testHooks.msgSend, testHooks.hideFirstSends = false, 0 }
+}
+
+// Hidden is how many of the SENDs SetMsgSend asked to hide are still to
+// come on c.
+func (c *Conn) Hidden() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hide
+}
+
+// Nudges is how many times c sent its credit limit again.
+func (c *Conn) Nudges() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nudges
+}
