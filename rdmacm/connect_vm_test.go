@@ -42,6 +42,7 @@ func TestRCConnect(t *testing.T) {
 		got         string
 	}
 	var sv serverView
+	gate := newAcceptGate()
 	wait := goRun(t, func() error {
 		req, err := l.GetRequest(ctx)
 		if err != nil {
@@ -68,7 +69,9 @@ func TestRCConnect(t *testing.T) {
 		binary.BigEndian.PutUint32(acceptData[8:], mr.RKey())
 		p := rdmacm.DefaultConnParam()
 		p.PrivateData = acceptData[:]
-		if sv.est, err = s.AcceptContext(ctx, p); err != nil {
+		sv.est, err = s.AcceptContext(ctx, p)
+		gate.open()
+		if err != nil {
 			return err
 		}
 		wc, err := s.GetRecvComp(ctx)
@@ -132,6 +135,7 @@ func TestRCConnect(t *testing.T) {
 	}
 	raddr, rkey := binary.BigEndian.Uint64(est.PrivateData), binary.BigEndian.Uint32(est.PrivateData[8:])
 
+	gate.wait(t, ctx)
 	copy(buf[64:], "message from the client")
 	if err := c.PostSend(11, mr, 64, 23, uverbs.SendSignaled); err != nil {
 		t.Fatal(err)
@@ -281,6 +285,7 @@ func TestRCConnectOwnContext(t *testing.T) {
 	}
 
 	var got string
+	gate := newAcceptGate()
 	wait := goRun(t, func() error {
 		req, err := l.GetRequest(ctx)
 		if err != nil {
@@ -297,7 +302,9 @@ func TestRCConnectOwnContext(t *testing.T) {
 		if err := s.QP().PostRecv(&uverbs.RecvWR{WRID: 1, SGL: []uverbs.SGE{{Addr: e.mr.Addr(), Length: 64, LKey: e.mr.LKey()}}}); err != nil {
 			return err
 		}
-		if _, err := s.AcceptContext(ctx, nil); err != nil {
+		_, err = s.AcceptContext(ctx, nil)
+		gate.open()
+		if err != nil {
 			return err
 		}
 		wc, err := poll(e.cq)
@@ -327,6 +334,7 @@ func TestRCConnectOwnContext(t *testing.T) {
 	if _, err := c.ConnectContext(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	gate.wait(t, ctx)
 	copy(e.buf[128:], "own context")
 	if err := c.QP().PostSend(&uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
 		SGL: []uverbs.SGE{{Addr: e.mr.Addr() + 128, Length: 11, LKey: e.mr.LKey()}}}); err != nil {

@@ -270,9 +270,10 @@ func TestWaitCompChannel(t *testing.T) {
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	var s *rdmacm.ID
 	var smr *uverbs.MR
+	gate := newAcceptGate()
 	wait := goRun(t, func() error {
 		var err error
-		s, smr, _, err = acceptRequest(ctx, l, 4096, 64)
+		s, smr, _, err = acceptRequest(ctx, l, 4096, 64, gate)
 		return err
 	})
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
@@ -312,6 +313,7 @@ func TestWaitCompChannel(t *testing.T) {
 	if err := scq.RequestNotify(false); err != nil {
 		t.Fatal(err)
 	}
+	gate.wait(t, ctx)
 	if err := c.PostSend(1, cmr, 0, 8, uverbs.SendSignaled); err != nil {
 		t.Fatal(err)
 	}

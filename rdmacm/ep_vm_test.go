@@ -37,6 +37,7 @@ func TestCreateEP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got string
+	gate := newAcceptGate()
 	wait := goRun(t, func() error {
 		req, err := l.GetRequest(ctx)
 		if err != nil {
@@ -47,7 +48,7 @@ func TestCreateEP(t *testing.T) {
 		if s.QP() == nil {
 			return errors.New("the request's ID has no QP")
 		}
-		mr, msg, err := acceptMessage(ctx, s, 64, 64)
+		mr, msg, err := acceptMessage(ctx, s, 64, 64, gate)
 		if err != nil {
 			return err
 		}
@@ -74,6 +75,7 @@ func TestCreateEP(t *testing.T) {
 	if _, err := c.ConnectContext(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	gate.wait(t, ctx)
 	copy(buf, "via CreateEP")
 	if err := c.PostSend(1, mr, 0, 12, uverbs.SendSignaled); err != nil {
 		t.Fatal(err)

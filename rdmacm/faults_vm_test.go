@@ -64,9 +64,10 @@ func TestFaultLinkDeletedConnected(t *testing.T) {
 	}
 	var srv *rdmacm.ID
 	var smr *uverbs.MR
+	gate := newAcceptGate()
 	wait := goRun(t, func() error {
 		var err error
-		srv, smr, _, err = acceptRequest(ctx, l, 4096, 64)
+		srv, smr, _, err = acceptRequest(ctx, l, 4096, 64, gate)
 		return err
 	})
 	c := newID(t, nil, rdmacm.PortSpaceTCP)
@@ -80,6 +81,7 @@ func TestFaultLinkDeletedConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmr, _ := regMsgs(t, c, 4096)
+	gate.wait(t, ctx)
 	if err := c.PostSend(1, cmr, 0, 8, uverbs.SendSignaled); err != nil {
 		t.Fatal(err)
 	}
@@ -203,9 +205,10 @@ func TestFaultNetdevDownUp(t *testing.T) {
 	connect := func() (c, s side, l *rdmacm.ID) {
 		t.Helper()
 		l, addr := listen(t, rdmacm.PortSpaceTCP)
+		gate := newAcceptGate()
 		wait := goRun(t, func() error {
 			var err error
-			s.id, s.mr, _, err = acceptRequest(ctx, l, 4096, 64)
+			s.id, s.mr, _, err = acceptRequest(ctx, l, 4096, 64, gate)
 			return err
 		})
 		c.id = connected(t, ctx, addr)
@@ -216,6 +219,7 @@ func TestFaultNetdevDownUp(t *testing.T) {
 		if err := c.id.PostRecv(2, c.mr, 1024, 64); err != nil {
 			t.Fatal(err)
 		}
+		gate.wait(t, ctx)
 		copy(c.mr.Bytes(), "hello")
 		if err := c.id.PostSend(1, c.mr, 0, 5, uverbs.SendSignaled); err != nil {
 			t.Fatal(err)

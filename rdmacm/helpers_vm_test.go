@@ -146,17 +146,50 @@ func postThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, post func(
 	return wc
 }
 
+// acceptGate holds back a client's first message until the server's
+// AcceptContext has returned, on iWARP. siw sends its MPA reply before
+// it hands the socket to the QP (siw_accept, then siw_qp_socket_assoc;
+// Linux 6.1 and 6.12): a message arriving in between stays unread until
+// more data comes, and a disconnect then flushes the server's receive.
+type acceptGate chan struct{}
+
+func newAcceptGate() acceptGate { return make(acceptGate) }
+
+// open tells the client that the server's AcceptContext has returned,
+// successfully or not. The server calls it once; on a nil gate it does
+// nothing.
+func (g acceptGate) open() {
+	if g != nil {
+		close(g)
+	}
+}
+
+// wait returns once the gate is open, on iWARP, and fails the test if
+// ctx ends first; on other fabrics, and on a nil gate, it returns at
+// once: a message sent right after ESTABLISHED is safe there.
+func (g acceptGate) wait(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if g == nil || !testenv.CurrentFabric().IWARP {
+		return
+	}
+	select {
+	case <-g:
+	case <-ctx.Done():
+		t.Fatalf("waiting for the server's accept: %v", ctx.Err())
+	}
+}
+
 // acceptRequest takes the listener's next connect request, gives its ID
 // a QP and accepts it as acceptMessage does. The caller closes mr, then
 // s.
-func acceptRequest(ctx context.Context, l *rdmacm.ID, size, n int) (s *rdmacm.ID, mr *uverbs.MR, msg []byte, err error) {
+func acceptRequest(ctx context.Context, l *rdmacm.ID, size, n int, gate acceptGate) (s *rdmacm.ID, mr *uverbs.MR, msg []byte, err error) {
 	req, err := l.GetRequest(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	s = req.ID
 	if _, err = s.CreateQP(nil, qpConfig()); err == nil {
-		mr, msg, err = acceptMessage(ctx, s, size, n)
+		mr, msg, err = acceptMessage(ctx, s, size, n, gate)
 	}
 	if err != nil {
 		s.Close()
@@ -167,9 +200,9 @@ func acceptRequest(ctx context.Context, l *rdmacm.ID, size, n int) (s *rdmacm.ID
 
 // acceptMessage accepts the connect request of s (which has its QP)
 // with a receive posted into the first n bytes of a registered buffer of
-// size bytes, and waits for the peer's first message. The caller closes
-// mr before s.
-func acceptMessage(ctx context.Context, s *rdmacm.ID, size, n int) (mr *uverbs.MR, msg []byte, err error) {
+// size bytes, opens gate once AcceptContext returned, and waits for the
+// peer's first message. The caller closes mr before s.
+func acceptMessage(ctx context.Context, s *rdmacm.ID, size, n int, gate acceptGate) (mr *uverbs.MR, msg []byte, err error) {
 	mr, err = s.RegMsgs(make([]byte, size))
 	if err != nil {
 		return nil, nil, err
@@ -178,7 +211,9 @@ func acceptMessage(ctx context.Context, s *rdmacm.ID, size, n int) (mr *uverbs.M
 		if err := s.PostRecv(1, mr, 0, n); err != nil {
 			return err
 		}
-		if _, err := s.AcceptContext(ctx, nil); err != nil {
+		_, err := s.AcceptContext(ctx, nil)
+		gate.open()
+		if err != nil {
 			return err
 		}
 		wc, err := s.GetRecvComp(ctx)

@@ -137,7 +137,7 @@ func TestInteropCClient(t *testing.T) {
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	wait := startTool(t, path, "-s", addr.Addr().String(), "-p", strconv.Itoa(int(addr.Port())))
 	err := func() error {
-		s, mr, msg, err := acceptRequest(ctx, l, 32, 16)
+		s, mr, msg, err := acceptRequest(ctx, l, 32, 16, nil) // rdma_client waits for no gate
 		if err != nil {
 			return err
 		}

@@ -101,8 +101,9 @@ func TestRCConnectIPv6(t *testing.T) {
 	ctx := testContext(t)
 	l, addr := listenOn(t, rdmacm.PortSpaceTCP, serverIP6)
 	const fromServer, fromClient = "over IPv6 from the server", "over IPv6 from the client"
+	gate := newAcceptGate()
 	wait := goRun(t, func() error {
-		s, mr, msg, err := acceptRequest(ctx, l, 256, 64)
+		s, mr, msg, err := acceptRequest(ctx, l, 256, 64, gate)
 		if err != nil {
 			return err
 		}
@@ -139,6 +140,7 @@ func TestRCConnectIPv6(t *testing.T) {
 	if _, err := c.ConnectContext(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	gate.wait(t, ctx)
 	wc := sendThenReceive(t, ctx, c, mr, 128, fromClient)
 	if got := string(buf[:wc.ByteLen]); got != fromServer {
 		t.Errorf("client received %q, want %q", got, fromServer)

@@ -13,14 +13,15 @@ import (
 
 // acceptOne runs a server that accepts one connection with a QP from
 // CreateQP (on an SRQ of the ID's when srq is set), receives one message
-// and returns it, then waits for the client's disconnect.
+// and returns it, then waits for the client's disconnect. It opens gate
+// once AcceptContext returned.
 //
 // received returns once the message is in got. A client must call it
 // before it disconnects: the server accepts on the client's RTU, and
 // a DREQ sent right after the RTU can reach the server's CM first, which
 // then reports DISCONNECTED in place of ESTABLISHED (seen once in the
 // VM).
-func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait, received func()) {
+func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string, gate acceptGate) (wait, received func()) {
 	ctx := testContext(t)
 	rcvd := make(chan struct{})
 	return goRun(t, func() error {
@@ -56,7 +57,9 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string) (wait, receive
 			if req.Conn.SRQ {
 				return errors.New("the request claims the client has an SRQ")
 			}
-			if _, err := s.AcceptContext(ctx, nil); err != nil {
+			_, err = s.AcceptContext(ctx, nil)
+			gate.open()
+			if err != nil {
 				return err
 			}
 			wc, err := s.GetRecvComp(ctx)
@@ -91,7 +94,8 @@ func TestEstablish(t *testing.T) {
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	var got string
-	wait, received := acceptOne(t, l, false, &got)
+	gate := newAcceptGate()
+	wait, received := acceptOne(t, l, false, &got, gate)
 	defer wait()
 
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
@@ -154,6 +158,7 @@ func TestEstablish(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mr.Close()
+	gate.wait(t, ctx)
 	if err := qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
 		SGL: []uverbs.SGE{{Addr: mr.Addr(), Length: uint32(len(buf)), LKey: mr.LKey()}}}); err != nil {
 		t.Fatal(err)
@@ -187,7 +192,8 @@ func TestSRQ(t *testing.T) {
 	ctx := testContext(t)
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	var got string
-	wait, received := acceptOne(t, l, true, &got)
+	gate := newAcceptGate()
+	wait, received := acceptOne(t, l, true, &got, gate)
 	defer wait()
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
 	if _, err := c.CreateQP(nil, qpConfig()); err != nil {
@@ -197,6 +203,7 @@ func TestSRQ(t *testing.T) {
 	if _, err := c.ConnectContext(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
+	gate.wait(t, ctx)
 	n := copy(buf, "through the SRQ")
 	if err := c.PostSend(1, mr, 0, n, uverbs.SendSignaled); err != nil {
 		t.Fatal(err)

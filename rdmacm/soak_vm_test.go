@@ -41,6 +41,7 @@ func TestSoakConnect(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		srvDone := make(chan error, 1)
+		gate := newAcceptGate()
 		go func() {
 			srvDone <- func() error {
 				req, err := l.GetRequest(ctx)
@@ -52,7 +53,7 @@ func TestSoakConnect(t *testing.T) {
 				if _, err := s.CreateQP(nil, qpConfig()); err != nil {
 					return err
 				}
-				mr, msg, err := acceptMessage(ctx, s, 64, 64)
+				mr, msg, err := acceptMessage(ctx, s, 64, 64, gate)
 				if err != nil {
 					return fmt.Errorf("accept: %w", err)
 				}
@@ -102,6 +103,7 @@ func TestSoakConnect(t *testing.T) {
 			if _, err := c.ConnectContext(ctx, nil); err != nil {
 				return fmt.Errorf("connect: %w", err)
 			}
+			gate.wait(t, ctx)
 			copy(mr.Bytes(), "soak")
 			if err := c.PostSend(1, mr, 0, 4, uverbs.SendSignaled); err != nil {
 				return err
