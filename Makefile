@@ -73,13 +73,13 @@ vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWEXRUN)' ./rpma/examples
 
 # The fabric-aware tests again on soft-iWARP (docs/testing.md, "Fabrics"):
-# whole packages; the CLI's ping, selftest, bench -R, rstream and
-# riostream tests (rsocket against rdma-core's tools in rsockets' iWARP
-# form); and the rpma examples that end by themselves (06 and 13 wait
+# whole packages; the CLI's ping, devinfo, selftest, bench -R, rstream,
+# riostream and rcopy tests (rsocket against rdma-core's tools in
+# rsockets' iWARP form); and the rpma examples that end by themselves (06 and 13 wait
 # 15 s and 10 s for clients that do not come; 10 and 11 send immediate
 # data, which iWARP has not).
 SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
-SIWCMDRUN := ^(TestPing(Interop|Go)|TestSelftestPasses|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo))$$
+SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftestPasses|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 
 # The concurrency tests again, built with the race detector, in the VM.

@@ -506,9 +506,9 @@ func TestUnreachable(t *testing.T) {
 		{"no host", rdmacm.PortSpaceTCP, netip.MustParseAddrPort("198.18.0.99:7471"),
 			rdmacm.EventAddrError, []error{syscall.ETIMEDOUT}, 2 * time.Second},
 		{"no listener RC", rdmacm.PortSpaceTCP, netip.AddrPortFrom(serverIP, 9),
-			rdmacm.EventRejected, []error{rdmacm.ErrRejected, syscall.ECONNREFUSED}, 2 * time.Second},
+			rdmacm.EventRejected, []error{rdmacm.ErrRejected, rdmacm.ErrNoListener, syscall.ECONNREFUSED}, 2 * time.Second},
 		{"no listener UD", rdmacm.PortSpaceUDP, netip.AddrPortFrom(serverIP, 9),
-			rdmacm.EventUnreachable, []error{rdmacm.ErrRejected, syscall.ECONNREFUSED}, 2 * time.Second},
+			rdmacm.EventUnreachable, []error{rdmacm.ErrRejected, rdmacm.ErrNoListener, syscall.ECONNREFUSED}, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.ps == rdmacm.PortSpaceUDP {
@@ -541,6 +541,9 @@ func TestUnreachable(t *testing.T) {
 						if !errors.Is(err, is) {
 							t.Errorf("connect = %v, want an error matching %v", err, is)
 						}
+					}
+					if err != nil && !strings.Contains(err.Error(), "connection refused: nothing listens on "+tc.dst.String()) {
+						t.Errorf("the refusal reads %q; want it to say nothing listens on %v", err, tc.dst)
 					}
 					return
 				}

@@ -115,8 +115,11 @@
 //
 // Errors name the operation and wrap the kernel's errno, so errors.Is
 // works with syscall errnos and with ErrClosed, ErrBusy, ErrRejected,
-// ErrDisconnected and ErrNotSupported. Bad input fails with EINVAL
-// before any kernel call.
+// ErrNoListener, ErrDisconnected and ErrNotSupported. Bad input fails
+// with EINVAL before any kernel call. A connect to a port nothing
+// listens on matches ErrNoListener on every transport, whether the
+// refusal came as a REJECTED event (InfiniBand, RoCE) or from the
+// CONNECT command itself (iWARP, whose CM connects TCP there).
 // A blocking resolution that fails names the address, the step and the
 // timer that fired, or says that the address has no RDMA device
 // ([ID.ResolveAddrContext]).

@@ -31,7 +31,26 @@ var (
 	// DISCONNECTED: the peer closed the connection (or answered this
 	// side's Disconnect), so none will come.
 	ErrDisconnected = errors.New("connection disconnected")
+	// ErrNoListener matches the error of a connect that nothing listens
+	// for at the destination: on InfiniBand and RoCE a REJECTED event
+	// with reason RejectInvalidServiceID (a UD connect's SIDR status 1);
+	// on iWARP the TCP connect that Connect makes, refused. Such an
+	// error matches ErrRejected and ECONNREFUSED too.
+	ErrNoListener = errors.New("nothing listens on the port")
 )
+
+// noListenerError is an iWARP connect refused inside the CONNECT
+// command (iWARP's CM connects its TCP stream there).
+type noListenerError struct {
+	dst string // the destination, or "the address"
+	err error  // the command's error (ECONNREFUSED)
+}
+
+func (e *noListenerError) Error() string {
+	return "connection refused: nothing listens on " + e.dst + " (the TCP connect was refused: iWARP)"
+}
+
+func (e *noListenerError) Unwrap() []error { return []error{ErrRejected, ErrNoListener, e.err} }
 
 // errInvalid is EINVAL for bad input caught before a kernel call.
 var errInvalid = sys.ErrInvalid
@@ -96,17 +115,23 @@ func (e *EventError) Error() string {
 }
 
 // noListener reports a refusal that means no one listens on the port:
-// an RC reject for an unknown service id, or a UD SIDR reply of status 1
+// an RC reject for an unknown service id (on iWARP, whose CM has no
+// reasons, -ECONNREFUSED), or a UD SIDR reply of status 1
 // (IB_SIDR_UNSUPPORTED).
 func (e *EventError) noListener() bool {
 	return (e.Event.Type == EventRejected && e.Event.RejectReason() == RejectInvalidServiceID) ||
+		(e.Event.Type == EventRejected && e.Event.Status < 0 && errors.Is(ucma.Errno(-e.Event.Status), ucma.ErrConnRefused)) ||
 		(e.Event.Type == EventUnreachable && e.Event.Status == 1)
 }
 
 // Unwrap returns ErrRejected and ECONNREFUSED when the peer refused (see
-// Event.Refused), else the event's status as an errno.
+// Event.Refused), and ErrNoListener too when nothing listens; else the
+// event's status as an errno.
 func (e *EventError) Unwrap() []error {
 	if e.Event.Refused() {
+		if e.noListener() {
+			return []error{ErrRejected, ErrNoListener, ucma.ErrConnRefused}
+		}
 		return []error{ErrRejected, ucma.ErrConnRefused}
 	}
 	if errno := e.Event.errno(); errno != 0 {

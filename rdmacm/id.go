@@ -656,7 +656,11 @@ func (id *ID) Connect(p *ConnParam) error {
 		// iWARP connects its TCP stream inside the command: a port
 		// nobody listens on refuses it here, where InfiniBand and
 		// RoCE report a REJECTED event later.
-		err = fmt.Errorf("%w (nothing listens on the port): %w", ErrRejected, err)
+		dst := "the address"
+		if a, aerr := id.RemoteAddr(); aerr == nil && a.IsValid() {
+			dst = a.String()
+		}
+		err = &noListenerError{dst: dst, err: err}
 	}
 	return opError(op, id.handle, err)
 }

@@ -36,8 +36,9 @@ func parseDevinfo(out string) []devinfoLine {
 }
 
 // TestDevinfoMatchesIbvDevinfo runs rdma-core's ibv_devinfo and
-// purerdma devinfo with the same options on the VM's devices; the
-// outputs must be the same, field by field and byte by byte.
+// purerdma devinfo with the same options on the VM's devices (those of
+// the fabric under test by name); the outputs must be the same, field
+// by field and byte by byte.
 func TestDevinfoMatchesIbvDevinfo(t *testing.T) {
 	testenv.Devices(t, 2)
 	ibv, err := exec.LookPath("ibv_devinfo")
@@ -47,14 +48,17 @@ func TestDevinfoMatchesIbvDevinfo(t *testing.T) {
 		}
 		t.Skipf("ibv_devinfo not installed: %v", err)
 	}
+	// The fabric's devices by name (rxe0 and rxe1, or siw0 and siw1);
+	// the listings without -d show every device the VM has.
+	dev0, dev1 := testenv.CurrentFabric().Devs[0], testenv.CurrentFabric().Devs[1]
 	for _, args := range [][]string{
-		{"-v", "-d", "rxe0"},
-		{"-v", "-d", "rxe1"},
-		{"-d", "rxe0"},
-		{"-d", "rxe1"},
+		{"-v", "-d", dev0},
+		{"-v", "-d", dev1},
+		{"-d", dev0},
+		{"-d", dev1},
 		{},
 		{"-v"},
-		{"-d", "rxe1", "-i", "1"},
+		{"-d", dev1, "-i", "1"},
 		{"-l"},
 	} {
 		t.Run(strings.Join(append([]string{"devinfo"}, args...), " "), func(t *testing.T) {

@@ -631,8 +631,7 @@ func (c *rpConn) selfModify() error {
 func (c *rpConn) connect(ctx context.Context, dst netip.AddrPort) error {
 	ev, err := c.id.ConnectContext(ctx, c.connParam())
 	if err != nil {
-		var ee *rdmacm.EventError
-		if errors.As(err, &ee) && ee.Event.RejectReason() == rdmacm.RejectInvalidServiceID {
+		if errors.Is(err, rdmacm.ErrNoListener) {
 			return fmt.Errorf("ping: connect to %v: connection refused, no server listens there: %w", dst, err)
 		}
 		return fmt.Errorf("ping: connect to %v: %w", dst, err)
