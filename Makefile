@@ -63,7 +63,7 @@ unit: deps examples
 # then the gRPC example's (a module of its own: rsocket/examples/grpc);
 # the host-only source checks (layering, the ABI against the C headers)
 # ran in make unit and would only boot a VM to skip.
-HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews uverbs/internal/mlx5/oracle cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils/examplerun
+HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot uverbs/internal/mlx5/oracle cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils/examplerun
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
@@ -86,24 +86,17 @@ SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 # The race runtime needs cgo in the test binary (only there: the library
 # builds with CGO_ENABLED=0, which make lint checks). scripts/vmexec-race
 # runs each binary as NAME.race.test, so the VM log tells these runs apart.
-RACEPKGS  := ./uverbs ./rdmacm ./rpma ./rsocket ./internal/evfd ./spin ./mmio
-RACETESTS := \
-	TestConcurrentPosters TestAsyncEventContext TestAsyncEventBusy TestAsyncEventClose \
-	TestCompChannelWakesOnCompletion TestCompChannelWaitCancel TestCompChannelWaitClose \
-	TestEventLoop TestNextCancel TestCloseWakesNext TestCloseWithPendingEvents TestMigrate \
-	TestCloseDuringNext TestSharedContext TestRCConnect TestDisconnect TestTimewaitExit \
-	TestUDExchange TestEstablish TestDeviceRemoval \
-	TestReadWakesOnData TestReadCancel TestReadClose TestSecondWaiterBusy TestWaitAfterCancelledWait \
-	TestReadUntilInterrupt TestReadUntilClose \
-	TestConcurrentPublish TestConcurrentConnections Example \
-	TestNetConn TestDeadlines TestEcho TestKilledPeer \
-	TestPollContext TestPollContextSharedChannel TestCompDisconnectedWithNext TestCompWaitClose TestWaitWC
-empty :=
-space := $(empty) $(empty)
-RACERUN ?= ^($(subst $(space),|,$(strip $(RACETESTS))))$$
-RACEFLAGS ?= # extra go test flags, e.g. make vmrace RACEFLAGS=-v
+# The tests it runs carry the directive //purerdma:race in their doc
+# comment; internal/cmd/racetests lists them and their packages.
+# RACERUN replaces the pattern (RACERUN=. runs every test of those
+# packages), RACEFLAGS adds go test flags (RACEFLAGS=-v).
+RACERUN ?=
+RACEFLAGS ?=
 vmrace: deps
-	CGO_ENABLED=1 PURERDMA_KERNEL=$(KERNEL) $(GO) test -race -count=1 -exec $(CURDIR)/scripts/vmexec-race -run '$(RACERUN)' $(RACEFLAGS) $(RACEPKGS)
+	@pkgs=$$($(GO) run ./internal/cmd/racetests -pkgs) && run=$$($(GO) run ./internal/cmd/racetests -run) || exit 1; \
+	  if [ -n '$(RACERUN)' ]; then run='$(RACERUN)'; fi; \
+	  echo "go test -race -run '$$run' $$pkgs"; \
+	  CGO_ENABLED=1 PURERDMA_KERNEL=$(KERNEL) $(GO) test -race -count=1 -exec $(CURDIR)/scripts/vmexec-race -run "$$run" $(RACEFLAGS) $$pkgs
 
 vmtest-all:
 	@set -e; for k in $(KERNELS); do \

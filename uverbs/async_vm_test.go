@@ -260,6 +260,7 @@ func asyncErr(c *uverbs.Context, ctx context.Context) error {
 	}
 }
 
+//purerdma:race
 func TestAsyncEventContext(t *testing.T) {
 	c := openContext(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -289,6 +290,7 @@ func TestAsyncEventContext(t *testing.T) {
 }
 
 // TestAsyncEventBusy: one waiter at a time.
+//purerdma:race
 func TestAsyncEventBusy(t *testing.T) {
 	c := openContext(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -334,6 +336,7 @@ func TestAsyncEventBusy(t *testing.T) {
 
 // TestAsyncEventClose: closing the context wakes a waiting AsyncEvent
 // with ErrClosed; the goroutine ends (TestMain checks for leaks).
+//purerdma:race
 func TestAsyncEventClose(t *testing.T) {
 	c := openContext(t)
 	fd := c.AsyncFd()

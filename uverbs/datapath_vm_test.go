@@ -340,6 +340,7 @@ func TestSendQueueFullIsBusy(t *testing.T) {
 	}
 }
 
+//purerdma:race
 func TestCompChannelWakesOnCompletion(t *testing.T) {
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC, channel: true})
 	if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: 1, SGL: []uverbs.SGE{b.sge(0, 16)}}); err != nil {
@@ -382,6 +383,7 @@ func TestCompChannelWakesOnCompletion(t *testing.T) {
 	}
 }
 
+//purerdma:race
 func TestCompChannelWaitCancel(t *testing.T) {
 	c := openContext(t)
 	ch, err := c.CreateCompChannel()
@@ -404,6 +406,7 @@ func TestCompChannelWaitCancel(t *testing.T) {
 // TestCompChannelWaitClose: closing the context (which closes the
 // channel) wakes a blocked Wait with ErrClosed; TestMain's goroutine
 // leak check proves the waiter is gone.
+//purerdma:race
 func TestCompChannelWaitClose(t *testing.T) {
 	d := openContextOn(t, 0).Device()
 	c, err := d.Open(nil)
@@ -518,6 +521,7 @@ func TestUDReplyFromWC(t *testing.T) {
 // so completions never outnumber the CQ: rxe drops a completion that finds
 // its CQ full (TestCQOverflowIsReported), and without credits a poller that
 // loses its CPU to four posters for a few milliseconds overflows the CQ.
+//purerdma:race
 func TestConcurrentPosters(t *testing.T) {
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 	const goroutines, each = 4, 50

@@ -37,6 +37,7 @@ func signal(t *testing.T, fd int) {
 	}
 }
 
+//purerdma:race
 func TestReadWakesOnData(t *testing.T) {
 	f, w := newEventFD(t)
 	defer f.Close()
@@ -48,6 +49,7 @@ func TestReadWakesOnData(t *testing.T) {
 	}
 }
 
+//purerdma:race
 func TestReadCancel(t *testing.T) {
 	f, w := newEventFD(t)
 	defer f.Close()
@@ -64,6 +66,7 @@ func TestReadCancel(t *testing.T) {
 	}
 }
 
+//purerdma:race
 func TestReadClose(t *testing.T) {
 	f, _ := newEventFD(t)
 	done := make(chan error)
@@ -84,6 +87,7 @@ func TestReadClose(t *testing.T) {
 	}
 }
 
+//purerdma:race
 func TestSecondWaiterBusy(t *testing.T) {
 	f, w := newEventFD(t)
 	defer f.Close()
@@ -125,6 +129,7 @@ func TestDeadlineAlreadyPassed(t *testing.T) {
 // TestWaitAfterCancelledWait waits on an empty fd after a cancelled
 // wait: the past deadline the cancellation left must be cleared before
 // this wait parks, or it would end at once.
+//purerdma:race
 func TestWaitAfterCancelledWait(t *testing.T) {
 	f, w := newEventFD(t)
 	defer f.Close()

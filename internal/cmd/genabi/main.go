@@ -10,7 +10,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/purerdma/rdma/internal/cmd/genabi/abigen"
+
+	"github.com/purerdma/rdma/internal/cmd/modroot"
 )
 
 type includeDirs []string
@@ -49,7 +50,7 @@ func main() {
 
 func run(dir, cc string, incs []string, check, verbose bool) error {
 	if dir == "" {
-		root, err := moduleRoot()
+		root, err := modroot.Find()
 		if err != nil {
 			return err
 		}
@@ -78,22 +79,4 @@ func run(dir, cc string, incs []string, check, verbose bool) error {
 	fmt.Printf("genabi: wrote %s and %s in %s from the Linux %s headers: %d structs, %d unions, %d opaque types, %d constants, %d flexible-array offsets (%d #defines left out)\n",
 		abigen.GoFile, abigen.TestFile, dir, res.Kernel, res.Structs, res.Unions, res.Opaque, res.Constants, res.Flex, len(res.Rejected))
 	return nil
-}
-
-// moduleRoot walks up from the working directory to the go.mod.
-func moduleRoot() (string, error) {
-	d, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", errors.New("no go.mod above the working directory: run from the repository")
-		}
-		d = parent
-	}
 }

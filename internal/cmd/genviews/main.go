@@ -13,11 +13,12 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/purerdma/rdma/internal/cmd/modroot"
 )
 
 // The source package and the generated file, from the module root.
@@ -44,7 +45,7 @@ func main() {
 }
 
 func run(check bool) error {
-	root, err := moduleRoot()
+	root, err := modroot.Find()
 	if err != nil {
 		return err
 	}
@@ -65,22 +66,4 @@ func run(check bool) error {
 		return nil
 	}
 	return os.WriteFile(path, out, 0o644)
-}
-
-// moduleRoot walks up from the working directory to the go.mod.
-func moduleRoot() (string, error) {
-	d, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", errors.New("no go.mod above the working directory: run from the repository")
-		}
-		d = parent
-	}
 }
