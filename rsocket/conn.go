@@ -735,9 +735,14 @@ func (c *Conn) nudge() {
 		return // stopped
 	}
 	c.progress()
-	if c.heard || !c.st.connected || c.st.closed || c.ctrlSeq == c.ctrlMax {
+	if c.heard || !c.st.connected || c.st.closed {
 		c.kick() // what progress found may be what a waiter wants
 		c.nudger = nil
+		return
+	}
+	if c.ctrlSeq == c.ctrlMax {
+		// Every control slot is in flight: look again after the same wait.
+		c.nudger.Reset(nudgeDelays[c.nudges])
 		return
 	}
 	c.ctrlSeq++
