@@ -190,6 +190,7 @@ func TestNoAllocs(t *testing.T) {
 // TestConcurrentPublish: a producer fills a record with plain stores and
 // publishes its sequence number with StoreUint32BE; a consumer that sees
 // the number (acquire load, then ReadBarrier) must see the whole record.
+//
 //purerdma:race
 func TestConcurrentPublish(t *testing.T) {
 	const rounds = 20000

@@ -26,6 +26,7 @@ func nextWithin(ch *rdmacm.EventChannel, d time.Duration) (*rdmacm.Event, error)
 // TestMigrate moves IDs between channels: later events, and an event
 // already pending at the move, arrive on the new channel only; an ID
 // that leaves its private channel loses the blocking calls.
+//
 //purerdma:race
 func TestMigrate(t *testing.T) {
 	needDevices(t)
@@ -90,6 +91,7 @@ func TestMigrate(t *testing.T) {
 
 // TestNextCancel: Next returns promptly when its context ends, whether
 // by deadline or by cancel, and the channel stays usable.
+//
 //purerdma:race
 func TestNextCancel(t *testing.T) {
 	needDevices(t)
@@ -119,6 +121,7 @@ func TestNextCancel(t *testing.T) {
 // TestCloseWakesNext: closing a channel wakes its waiting Next with
 // ErrClosed and closes the IDs on it; a second concurrent Next is
 // refused at once with ErrBusy.
+//
 //purerdma:race
 func TestCloseWakesNext(t *testing.T) {
 	needDevices(t)
@@ -169,6 +172,7 @@ func TestCloseWakesNext(t *testing.T) {
 // TestCloseWithPendingEvents: closing an ID whose events nobody read
 // does not wait for them; the kernel drops them and counts only those
 // reported.
+//
 //purerdma:race
 func TestCloseWithPendingEvents(t *testing.T) {
 	needDevices(t)
@@ -223,6 +227,7 @@ func TestCloseWithPendingEvents(t *testing.T) {
 // TestEventLoop runs a client and a server on one shared channel with
 // the asynchronous calls, in one goroutine, and checks the events each
 // ID gets in order.
+//
 //purerdma:race
 func TestEventLoop(t *testing.T) {
 	needDevices(t)

@@ -23,6 +23,7 @@ import (
 // side learns about the other, and moves data both ways: sends, and an
 // RDMA write and read of the memory the server announced in its accept
 // private data.
+//
 //purerdma:race
 func TestRCConnect(t *testing.T) {
 	needDevices(t)
@@ -578,6 +579,7 @@ func TestUnreachable(t *testing.T) {
 // TestDisconnect: when one side disconnects, the other gets
 // DISCONNECTED, and once it answers with its own Disconnect, so does
 // the first.
+//
 //purerdma:race
 func TestDisconnect(t *testing.T) {
 	needDevices(t)
@@ -621,6 +623,7 @@ func TestDisconnect(t *testing.T) {
 // TestTimewaitExit: after both sides disconnected, IDs kept open get
 // TIMEWAIT_EXIT once the connection's time-wait ends (the kernel's CM
 // derives it from the ack timeout; seconds at most here).
+//
 //purerdma:race
 func TestTimewaitExit(t *testing.T) {
 	testenv.NotIWARP(t, "iWARP's CM has no TIMEWAIT_EXIT (the TCP stack keeps TIME_WAIT itself)")

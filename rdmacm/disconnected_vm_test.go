@@ -125,6 +125,7 @@ func TestCompletionsBeforeDisconnected(t *testing.T) {
 // peer's close), that Next gets the DISCONNECTED, and a GetRecvComp and
 // a GetSendComp waiting on other goroutines both end with
 // ErrDisconnected: the Next's processing wakes them.
+//
 //purerdma:race
 func TestCompDisconnectedWithNext(t *testing.T) {
 	needDevices(t)
@@ -163,6 +164,7 @@ func TestCompDisconnectedWithNext(t *testing.T) {
 // TestCompWaitClose: of two GetRecvComp calls on the same CQ, one
 // fails at once with ErrBusy (the CQ has one waiter) and the other
 // waits; Close wakes it with ErrClosed.
+//
 //purerdma:race
 func TestCompWaitClose(t *testing.T) {
 	needDevices(t)

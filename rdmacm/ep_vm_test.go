@@ -102,6 +102,7 @@ func TestCreateEP(t *testing.T) {
 
 // TestSharedContext: IDs on one device share one uverbs.Context, which
 // stays open while any of them is, and closes with the last.
+//
 //purerdma:race
 func TestSharedContext(t *testing.T) {
 	needDevices(t)
@@ -148,6 +149,7 @@ func TestSharedContext(t *testing.T) {
 
 // TestCloseDuringNext closes IDs while another goroutine takes their
 // events: no Close hangs, and the loop ends cleanly.
+//
 //purerdma:race
 func TestCloseDuringNext(t *testing.T) {
 	needDevices(t)

@@ -14,6 +14,7 @@ import (
 // A client: resolve the server, create the endpoint and its QP in one
 // call, connect with private data, send one message. In the test VM the
 // server of ExampleEventChannel_Next listens on 198.18.0.1:7471.
+//
 //purerdma:race
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

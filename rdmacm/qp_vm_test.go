@@ -88,6 +88,7 @@ func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string, gate acceptGat
 // TestEstablish drives a client whose QP the caller manages: the QP moves
 // with InitQPAttr's attributes, CONNECT_RESPONSE reports the accept, and
 // Establish completes the connection.
+//
 //purerdma:race
 func TestEstablish(t *testing.T) {
 	testenv.NotIWARP(t, "iWARP has no CONNECT_RESPONSE: its CM moves the QP to RTS and reports ESTABLISHED")

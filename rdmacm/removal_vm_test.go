@@ -13,6 +13,7 @@ import (
 // TestDeviceRemoval removes a device of the fabric (rxe or siw) under a listening ID: the ID
 // gets DEVICE_REMOVAL, and closing it afterwards works and lets the
 // removal finish.
+//
 //purerdma:race
 func TestDeviceRemoval(t *testing.T) {
 	needDevices(t)

@@ -20,6 +20,7 @@ const grhLen = 40
 // SIDR exchange): its ESTABLISHED carries the server's QP number, QKey
 // and address, to which it sends a datagram; the server answers the
 // sender found in the completion.
+//
 //purerdma:race
 func TestUDExchange(t *testing.T) {
 	testenv.NotIWARP(t, "iWARP has no UD QPs")

@@ -660,6 +660,7 @@ func TestPostAllocs(t *testing.T) {
 // TestConcurrentConnections: goroutines share the peers, each with its
 // own connection, writing, flushing and reading back its own slice of
 // one server region.
+//
 //purerdma:race
 func TestConcurrentConnections(t *testing.T) {
 	ctx := testContext(t)

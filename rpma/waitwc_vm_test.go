@@ -14,6 +14,7 @@ import (
 // for the next one when there are none, leaves the CQ armed for Wait,
 // ends with its context, and refuses a shared channel and an empty
 // slice.
+//
 //purerdma:race
 func TestWaitWC(t *testing.T) {
 	ctx := testContext(t)

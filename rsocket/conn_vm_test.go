@@ -19,6 +19,7 @@ import (
 // TestEcho: a client writes messages of many sizes, the server echoes
 // them, the bytes come back unchanged; both sides see each other's
 // addresses.
+//
 //purerdma:race
 func TestEcho(t *testing.T) {
 	c, s := pair(t, rsocket.Config{})
@@ -101,6 +102,7 @@ func TestStream(t *testing.T) {
 // an error that is a net.Error timeout matching os.ErrDeadlineExceeded;
 // a deadline moved into the past wakes a blocked Read at once; Close
 // wakes one with net.ErrClosed.
+//
 //purerdma:race
 func TestDeadlines(t *testing.T) {
 	c, _ := pair(t, rsocket.Config{})

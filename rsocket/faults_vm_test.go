@@ -44,6 +44,7 @@ func helperMain(addr string) int {
 // ever (rsockets' infinite retry count would never time the QP out):
 // the kernel's rdma_cm reports the peer's end, and the connection
 // resets.
+//
 //purerdma:race
 func TestKilledPeer(t *testing.T) {
 	l := listen(t, rsocket.Config{})

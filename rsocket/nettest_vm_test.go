@@ -18,6 +18,7 @@ import (
 // pass): basic I/O, ping-pong, racing reads and writes, closes across
 // blocked calls, deadlines past, future and changing, concurrent
 // methods.
+//
 //purerdma:race
 func TestNetConn(t *testing.T) {
 	testenv.NeedFabric(t)

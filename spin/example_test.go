@@ -11,6 +11,7 @@ import (
 
 // A loop waiting for a flag another goroutine sets, as a loop waits for
 // a completion or for the last byte of a peer's RDMA write.
+//
 //purerdma:race
 func Example() {
 	var ready atomic.Bool

@@ -290,6 +290,7 @@ func TestAsyncEventContext(t *testing.T) {
 }
 
 // TestAsyncEventBusy: one waiter at a time.
+//
 //purerdma:race
 func TestAsyncEventBusy(t *testing.T) {
 	c := openContext(t)
@@ -336,6 +337,7 @@ func TestAsyncEventBusy(t *testing.T) {
 
 // TestAsyncEventClose: closing the context wakes a waiting AsyncEvent
 // with ErrClosed; the goroutine ends (TestMain checks for leaks).
+//
 //purerdma:race
 func TestAsyncEventClose(t *testing.T) {
 	c := openContext(t)

@@ -30,6 +30,7 @@ func goPollContext(ctx context.Context, cq *uverbs.CQ) <-chan pollResult {
 // on the channel when it has nothing (woken by the next completion),
 // ends with its context and with Close, and refuses a CQ without a
 // channel and an empty slice.
+//
 //purerdma:race
 func TestPollContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -95,6 +96,7 @@ func TestPollContext(t *testing.T) {
 // TestPollContextSharedChannel: two CQs share one channel; PollContext
 // on one takes the other's event while it waits, and the other's
 // completion is not lost: its PollContext polls first.
+//
 //purerdma:race
 func TestPollContextSharedChannel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -406,6 +406,7 @@ func TestCompChannelWaitCancel(t *testing.T) {
 // TestCompChannelWaitClose: closing the context (which closes the
 // channel) wakes a blocked Wait with ErrClosed; TestMain's goroutine
 // leak check proves the waiter is gone.
+//
 //purerdma:race
 func TestCompChannelWaitClose(t *testing.T) {
 	d := openContextOn(t, 0).Device()
@@ -521,6 +522,7 @@ func TestUDReplyFromWC(t *testing.T) {
 // so completions never outnumber the CQ: rxe drops a completion that finds
 // its CQ full (TestCQOverflowIsReported), and without credits a poller that
 // loses its CPU to four posters for a few milliseconds overflows the CQ.
+//
 //purerdma:race
 func TestConcurrentPosters(t *testing.T) {
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})

@@ -103,6 +103,7 @@ func wait(ctx context.Context, cq *uverbs.CQ) uverbs.WorkCompletion {
 // Two RC queue pairs on the test VM's two soft-RoCE devices, connected
 // by hand (the exchange of QP numbers and GIDs that rdmacm automates),
 // and one message from one to the other.
+//
 //purerdma:race
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -129,6 +129,7 @@ func TestDeadlineAlreadyPassed(t *testing.T) {
 // TestWaitAfterCancelledWait waits on an empty fd after a cancelled
 // wait: the past deadline the cancellation left must be cleared before
 // this wait parks, or it would end at once.
+//
 //purerdma:race
 func TestWaitAfterCancelledWait(t *testing.T) {
 	f, w := newEventFD(t)

@@ -39,6 +39,7 @@ func TestReadUntilDeadline(t *testing.T) {
 // TestReadUntilInterrupt: an Interrupt before the wait, or while it
 // waits (whichever the scheduler makes it), ends it, once: the next
 // wait goes on to its data.
+//
 //purerdma:race
 func TestReadUntilInterrupt(t *testing.T) {
 	f, w := newEventFD(t)
