@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"net/netip"
 	"os/exec"
 	"strconv"
@@ -43,6 +44,7 @@ func TestCPeerRC(t *testing.T) {
 			t.Fatalf("connect to the C server: %v\n%s", err, c.output())
 		}
 		g.unpack(t, ev.PrivateData)
+		c.accepted(t, ctx) // the first message after siw's accept gap
 		g.client(t, ctx)
 		c.wait(t)
 		t.Logf("%s: C server, Go client: ping/pong, RDMA WRITE and READ both ways checked", f.Name)
@@ -62,6 +64,7 @@ func TestCPeerRC(t *testing.T) {
 		if _, err := s.AcceptContext(ctx, g.param()); err != nil {
 			t.Fatalf("accept the C client: %v\n%s", err, c.output())
 		}
+		c.goAhead(t) // the first message after siw's accept gap
 		g.server(t, ctx)
 		c.wait(t)
 		t.Logf("%s: Go server, C client: ping/pong, RDMA WRITE and READ both ways checked", f.Name)
@@ -247,9 +250,11 @@ func buildRCPeer(t *testing.T) string {
 type rcPeerProc struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
+	stdin  io.WriteCloser
 	mu     sync.Mutex
 	out    bytes.Buffer
-	port   chan uint16 // the LISTENING line's port
+	port   chan uint16   // the LISTENING line's port
+	acc    chan struct{} // closed at the ACCEPTED line
 	done   chan struct{}
 	err    error // cmd.Wait's, once done is closed
 }
@@ -260,9 +265,12 @@ func startRCPeer(t *testing.T, bin string, args ...string) *rcPeerProc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	p := &rcPeerProc{cmd: exec.CommandContext(ctx, bin, args...), cancel: cancel,
-		port: make(chan uint16, 1), done: make(chan struct{})}
+		port: make(chan uint16, 1), acc: make(chan struct{}), done: make(chan struct{})}
 	p.cmd.Stderr = &lockedWriter{p}
 	stdout, err := p.cmd.StdoutPipe()
+	if err == nil {
+		p.stdin, err = p.cmd.StdinPipe()
+	}
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -279,6 +287,9 @@ func startRCPeer(t *testing.T, bin string, args ...string) *rcPeerProc {
 			p.mu.Lock()
 			p.out.WriteString(line + "\n")
 			p.mu.Unlock()
+			if line == "ACCEPTED" {
+				close(p.acc)
+			}
 			if s, ok := strings.CutPrefix(line, "LISTENING "); ok {
 				if n, err := strconv.ParseUint(s, 10, 16); err == nil {
 					p.port <- uint16(n)
@@ -321,6 +332,28 @@ func (p *rcPeerProc) listening(t *testing.T, ctx context.Context) uint16 {
 		t.Fatalf("the C server did not listen: %v\n%s", ctx.Err(), p.output())
 	}
 	return 0
+}
+
+// accepted waits until the C server's rdma_accept has returned (its
+// ACCEPTED line): siw can leave a message that arrives earlier unread.
+func (p *rcPeerProc) accepted(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-p.acc:
+	case <-p.done:
+		t.Fatalf("the C server exited before accepting: %v\n%s", p.err, p.output())
+	case <-ctx.Done():
+		t.Fatalf("the C server did not accept: %v\n%s", ctx.Err(), p.output())
+	}
+}
+
+// goAhead tells the C client to send its first message, once this
+// side's accept has returned.
+func (p *rcPeerProc) goAhead(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+		t.Fatalf("tell the C client to go: %v\n%s", err, p.output())
+	}
 }
 
 // wait waits for the C side's exit and checks it succeeded.

@@ -21,6 +21,13 @@
  *
  * pattern(seed) is byte i = seed + i (mod 256). Each side posts its
  * receives before it connects or accepts: iWARP has no RNR retry.
+ *
+ * Out of band, for siw: the server prints "ACCEPTED" once rdma_accept
+ * has returned, and the client reads a line from stdin before its
+ * "ping". siw sends its MPA reply before it hands the socket to the QP
+ * (siw_accept, then siw_qp_socket_assoc: Linux 6.1 and 6.12), so a
+ * message that arrives in between stays unread; the test tells the
+ * client to go once the accepting side has returned from its accept.
  * Exit status 0 on success, 1 with a message on stderr otherwise.
  */
 #include <arpa/inet.h>
@@ -227,6 +234,7 @@ int main(int argc, char **argv)
 		pack(pd);
 		if (rdma_accept(id, &param))
 			die("rdma_accept");
+		printf("ACCEPTED\n");
 		expect("ping");
 		send_msg("pong");
 		expect("wrote");
@@ -254,6 +262,12 @@ int main(int argc, char **argv)
 		if (rdma_connect(id, &param))
 			die("rdma_connect");
 		unpack(id->event->param.conn.private_data, id->event->param.conn.private_data_len);
+		{
+			char go[16];
+
+			if (!fgets(go, sizeof go, stdin))
+				fail("no go-ahead on stdin");
+		}
 		send_msg("ping");
 		expect("pong");
 		act(0x11, 0x22, "read");
