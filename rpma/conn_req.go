@@ -195,20 +195,20 @@ func (r *ConnReq) PrivateData() []byte { return r.data }
 // Recv posts a receive before the connection is made (rpma_conn_req_recv),
 // so a message the other side sends at once finds it. See Conn.Recv.
 func (r *ConnReq) Recv(dst *MR, offset, length int, opContext uint64) error {
-	const op = "conn_req recv"
+	const o = opConnReqRecv
 	if r == nil || r.done.Load() {
-		return invalid(op, "nil or used connection request")
+		return invalid(o.String(), "nil or used connection request")
 	}
 	var sge [1]uverbs.SGE
 	wr := uverbs.RecvWR{WRID: opContext}
-	if err := recvSGE(op, dst, offset, length, &sge, &wr); err != nil {
+	if err := recvSGE(o, dst, offset, length, &sge, &wr); err != nil {
 		return err
 	}
 	if r.res.srq != nil {
-		return invalid(op, "the connection takes its receives from an SRQ: post to it")
+		return invalid(o.String(), "the connection takes its receives from an SRQ: post to it")
 	}
 	if err := r.res.qp.PostRecv(&wr); err != nil {
-		return provider(op, err)
+		return postFailed(o, err)
 	}
 	return nil
 }

@@ -137,12 +137,23 @@ func (m *MR) Advise(offset, length int, advice uverbs.MRAdvice, flags uverbs.Adv
 	return nil
 }
 
+// inRange reports whether [offset, offset+length) lies in the region:
+// offset and length not negative (the unsigned comparisons fold those
+// cases in), offset+length at most its size.
+func (m *MR) inRange(offset, length int) bool {
+	return uint(offset) <= uint(len(m.buf)) && uint(length) <= uint(len(m.buf)-offset)
+}
+
 func (m *MR) checkRange(op string, offset, length int) error {
-	if offset >= 0 && length >= 0 && offset <= len(m.buf) && length <= len(m.buf)-offset {
+	if m.inRange(offset, length) {
 		return nil
 	}
-	// No formatting here: checkRange stays small enough to inline into
-	// the operations.
+	return m.rangeErr(op, offset, length)
+}
+
+// rangeErr is the error of a range outside the region. No formatting
+// here: the message is made when it is read.
+func (m *MR) rangeErr(op string, offset, length int) error {
 	return &Error{Op: op, Class: ErrInvalid, Err: &rangeError{off: int64(offset), len: int64(length), size: uint64(len(m.buf))}}
 }
 
@@ -242,9 +253,19 @@ func (r *RemoteMR) String() string {
 	return fmt.Sprintf("remote MR %#x+%d rkey %#x %v", r.Addr, r.Len, r.RKey, r.Usage)
 }
 
+// inRange reports whether [offset, offset+length) lies in the region.
+func (r *RemoteMR) inRange(offset, length uint64) bool {
+	return offset <= r.Len && length <= r.Len-offset
+}
+
 func (r *RemoteMR) checkRange(op string, offset uint64, length uint64) error {
-	if offset <= r.Len && length <= r.Len-offset {
+	if r.inRange(offset, length) {
 		return nil
 	}
+	return r.rangeErr(op, offset, length)
+}
+
+// rangeErr is the error of a range outside the region.
+func (r *RemoteMR) rangeErr(op string, offset, length uint64) error {
 	return &Error{Op: op, Class: ErrInvalid, Err: &rangeError{remote: true, roff: offset, rlen: length, size: r.Len}}
 }

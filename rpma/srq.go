@@ -75,35 +75,35 @@ func (s *SRQ) Verbs() *uverbs.SRQ { return s.srq }
 // dst with offset and length 0 posts a receive for a message without
 // data. A full SRQ fails at once with ErrAgain (and uverbs.ErrBusy).
 func (s *SRQ) Recv(dst *MR, offset, length int, opContext uint64) error {
-	const op = "srq recv"
+	const o = opSRQRecv
 	if s == nil {
-		return invalid(op, "nil SRQ")
+		return invalid(o.String(), "nil SRQ")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.wr = uverbs.RecvWR{WRID: opContext}
-	if err := recvSGE(op, dst, offset, length, &s.sge, &s.wr); err != nil {
+	if err := recvSGE(o, dst, offset, length, &s.sge, &s.wr); err != nil {
 		return err
 	}
 	if err := s.srq.PostRecv(&s.wr); err != nil {
-		return busyOr(op, err)
+		return postFailed(o, err)
 	}
 	return nil
 }
 
-// recvSGE fills the receive's scatter/gather entry from dst.
-func recvSGE(op string, dst *MR, offset, length int, sge *[1]uverbs.SGE, wr *uverbs.RecvWR) error {
+// recvSGE fills the receive o's scatter/gather entry from dst.
+func recvSGE(o op, dst *MR, offset, length int, sge *[1]uverbs.SGE, wr *uverbs.RecvWR) error {
 	if dst == nil {
 		if offset != 0 || length != 0 {
-			return invalid(op, "no region, but offset %d and length %d", offset, length)
+			return invalid(o.String(), "no region, but offset %d and length %d", offset, length)
 		}
 		return nil
 	}
-	if err := dst.checkRange(op, offset, length); err != nil {
-		return err
+	if !dst.inRange(offset, length) {
+		return dst.rangeErr(o.String(), offset, length)
 	}
 	if length > 1<<31 {
-		return invalid(op, "length %d: at most 2 GiB", length)
+		return invalid(o.String(), "length %d: at most 2 GiB", length)
 	}
 	sge[0] = uverbs.SGE{Addr: dst.mr.Addr() + uint64(offset), Length: uint32(length), LKey: dst.mr.LKey()}
 	wr.SGL = sge[:]
