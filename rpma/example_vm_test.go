@@ -1,11 +1,11 @@
 package rpma_test
 
 import (
-	"os/exec"
-	"strings"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/rdmactl"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -25,18 +25,26 @@ func TestExamples(t *testing.T) {
 	<-done
 }
 
-// waitListening polls iproute2's `rdma res show cm_id` for an rdma_cm
-// ID listening on addr.
+// waitListening polls the kernel's table of rdma_cm IDs (rdmactl, as
+// `rdma res show cm_id` shows it) for an ID listening on addr.
 func waitListening(t *testing.T, addr string, d time.Duration) {
 	t.Helper()
+	want := netip.MustParseAddrPort(addr)
+	c, err := rdmactl.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		out, err := exec.Command("rdma", "-j", "res", "show", "cm_id").Output()
+		ids, err := c.CMIDs("")
 		if err != nil {
-			t.Fatalf("rdma res show cm_id: %v", err)
+			t.Fatalf("listing rdma_cm IDs: %v", err)
 		}
-		if s := string(out); strings.Contains(s, `"state":"LISTEN"`) && strings.Contains(s, `"src-addr":"`+addr+`"`) {
-			return
+		for _, id := range ids {
+			if id.State == rdmactl.CMListen && id.Src.Valid && id.Src.Value == want {
+				return
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

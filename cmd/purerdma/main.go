@@ -7,6 +7,9 @@
 //	purerdma link [show|list] [-json] [DEV[/PORT]]   list ports, like rdma link
 //	purerdma link add NAME type TYPE netdev NETDEV   add a software device (rxe, siw)
 //	purerdma link del NAME                           remove a software device
+//	purerdma res [show] [-json] [DEV]                count each device's RDMA objects, like rdma resource show
+//	purerdma res [show] [-json] OBJECT [DEV[/PORT]]  list qp, cq, mr, pd, cm_id or ctx objects
+//	purerdma stat [show] [-json] [DEV[/PORT]]        hardware counters of ports, like rdma statistic show
 //	purerdma pingpong rc|uc|ud|srq [flags] [HOST]    ibv_{rc,uc,ud,srq}_pingpong
 //	purerdma ping -s|-c [flags] [-json]              rping
 //	purerdma bench TEST [flags] [SERVER]             perftest-like latency and bandwidth
@@ -26,7 +29,7 @@
 //
 // # JSON output
 //
-// The listings (devices, devinfo, link show), the measurements
+// The listings (devices, devinfo, link show, res, stat), the measurements
 // (pingpong, ping, bench, rstream, riostream) and selftest take -json:
 // stdout then holds one JSON document per invocation (rstream and
 // riostream: one per row) instead of the text, with snake_case field
@@ -54,6 +57,10 @@
 //     own (no header): {"role", "transport", "name", "bytes", "xfers",
 //     "iters", "total_bytes", "seconds", "gbit_per_sec",
 //     "usec_per_xfer", "verified"}
+//   - res and stat: what iproute2's "rdma -j resource show" and "rdma -j
+//     statistic show" print, with the same keys and values: one array of
+//     objects, the keys of each only those the kernel sent (rdma's own
+//     output shape, not an object around a list).
 //   - selftest: {"device", "driver", "provider", "kernel", "port",
 //     "gid_index", "gid", "gid_type", "link_layer", "rows": [{"name", "result",
 //     "detail", "usec"}], "passed", "failed", "not_applicable"}; result
@@ -94,7 +101,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/purerdma/rdma/internal/rdmanl"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/res"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/stat"
+	"github.com/purerdma/rdma/rdmactl"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -105,8 +115,9 @@ func main() {
 	os.Exit(code)
 }
 
-// command is a subcommand that lives in its own file and registers itself
-// in an init function, so commands can be added without touching this one.
+// command is a subcommand that lives in its own file of this package and
+// registers itself in an init function. New commands are packages under
+// internal/ exporting a cli.Command, which main registers in init below.
 type command struct {
 	name  string
 	usage string // one or more "  name args   description" lines
@@ -116,13 +127,18 @@ type command struct {
 	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-var commands = map[string]command{}
+var commands = map[string]cli.Command{}
 
 func register(c command) {
-	if _, dup := commands[c.name]; dup {
-		panic("purerdma: command " + c.name + " registered twice")
+	registerCommand(cli.Command{Name: c.name, Usage: c.usage, Help: c.help, Run: c.run})
+}
+
+// registerCommand adds a command in the shape of cli.Command.
+func registerCommand(c cli.Command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("purerdma: command " + c.Name + " registered twice")
 	}
-	commands[c.name] = c
+	commands[c.Name] = c
 }
 
 // usage is the built-in commands' text followed by the registered ones'.
@@ -135,8 +151,8 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString(usageText)
 	for _, n := range names {
-		b.WriteString(commands[n].usage)
-		if !strings.HasSuffix(commands[n].usage, "\n") {
+		b.WriteString(commands[n].Usage)
+		if !strings.HasSuffix(commands[n].Usage, "\n") {
 			b.WriteString("\n")
 		}
 	}
@@ -145,17 +161,17 @@ func usage() string {
 }
 
 // commandHelp is what "purerdma CMD -h" prints.
-func commandHelp(c command) string {
+func commandHelp(c cli.Command) string {
 	var b strings.Builder
 	b.WriteString("usage:\n")
-	b.WriteString(c.usage)
-	if !strings.HasSuffix(c.usage, "\n") {
+	b.WriteString(c.Usage)
+	if !strings.HasSuffix(c.Usage, "\n") {
 		b.WriteString("\n")
 	}
-	if c.help != "" {
+	if c.Help != "" {
 		b.WriteString("\n")
-		b.WriteString(c.help)
-		if !strings.HasSuffix(c.help, "\n") {
+		b.WriteString(c.Help)
+		if !strings.HasSuffix(c.Help, "\n") {
 			b.WriteString("\n")
 		}
 	}
@@ -165,16 +181,14 @@ func commandHelp(c command) string {
 }
 
 // isHelpFlag reports whether arg asks for help.
-func isHelpFlag(arg string) bool {
-	return arg == "-h" || arg == "-help" || arg == "--help"
-}
+func isHelpFlag(arg string) bool { return cli.IsHelpFlag(arg) }
 
-// linkClient is what the link commands need from *rdmanl.Conn; tests
+// linkClient is what the link commands need from *rdmactl.Client; tests
 // substitute a fake.
 type linkClient interface {
-	NewLink(name, linkType, netdev string) error
-	DelLink(name string) error
-	Links() ([]rdmanl.Link, error)
+	AddLink(name, linkType, netdev string) error
+	DeleteLink(name string) error
+	Links() ([]rdmactl.Link, error)
 	Close() error
 }
 
@@ -182,7 +196,7 @@ type linkClient interface {
 var (
 	listDevices = uverbs.Devices
 	dialNetlink = func() (linkClient, error) {
-		c, err := rdmanl.Dial()
+		c, err := rdmactl.Open()
 		if err != nil {
 			return nil, err
 		}
@@ -247,15 +261,20 @@ Examples:
 			return link(args, stdout)
 		},
 	})
+	for _, c := range packaged {
+		registerCommand(c)
+	}
 }
+
+// packaged are the commands in the shape every command is to take: a
+// package under internal/ exporting one cli.Command.
+var packaged = []cli.Command{res.Command, stat.Command}
 
 // errUsage marks a command line that cannot be run; run prints the usage.
-var errUsage = errors.New("usage")
+var errUsage = cli.ErrUsage
 
 // usageError reports a bad command line.
-func usageError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
-}
+func usageError(format string, args ...any) error { return cli.UsageError(format, args...) }
 
 // run runs the command line args (without the program name) and returns
 // the exit status: 0 on success, 1 when the command fails, 2 for a bad
@@ -313,7 +332,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		io.WriteString(stdout, commandHelp(c))
 		return nil
 	}
-	err := c.run(ctx, args[1:], stdout, stderr)
+	err := c.Run(ctx, args[1:], stdout, stderr)
 	if errors.Is(err, errHelp) {
 		io.WriteString(stdout, commandHelp(c))
 		return nil
@@ -323,7 +342,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // errHelp is what a command returns when a -h among its flags asks for
 // its help, which dispatch prints.
-var errHelp = errors.New("help requested")
+var errHelp = cli.ErrHelp
 
 // devices prints the devices in ibv_devices' format, or as JSON.
 func devices(stdout io.Writer, jsonOut bool) error {
@@ -427,12 +446,12 @@ func link(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return withNetlink(func(c linkClient) error { return c.NewLink(name, linkType, netdev) })
+		return withNetlink(func(c linkClient) error { return c.AddLink(name, linkType, netdev) })
 	case "del", "delete":
 		if len(args) != 1 {
 			return usageError("link %s takes one device name", verb)
 		}
-		return withNetlink(func(c linkClient) error { return c.DelLink(args[0]) })
+		return withNetlink(func(c linkClient) error { return c.DeleteLink(args[0]) })
 	case "help":
 		return errHelp
 	}
@@ -479,7 +498,7 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 		}
 		dev, port = d, uint32(n)
 	}
-	var links []rdmanl.Link
+	var links []rdmactl.Link
 	err := withNetlink(func(c linkClient) error {
 		var err error
 		links, err = c.Links()
@@ -494,16 +513,16 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 	}
 	out.Links = []linkJSON{}
 	for _, l := range links {
-		if dev != "" && l.DevName != dev || port != 0 && l.Port != port {
+		if dev != "" && l.Device != dev || port != 0 && l.Port != port {
 			continue
 		}
 		if jsonOut {
-			out.Links = append(out.Links, linkJSON{Device: l.DevName, Port: int(l.Port), State: l.StateName(),
-				PhysicalState: l.PhysStateName(), Netdev: l.Netdev})
+			out.Links = append(out.Links, linkJSON{Device: l.Device, Port: int(l.Port), State: l.State,
+				PhysicalState: l.PhysState, Netdev: l.Netdev})
 			shown++
 			continue
 		}
-		fmt.Fprintf(stdout, "link %s/%d state %s physical_state %s", l.DevName, l.Port, l.StateName(), l.PhysStateName())
+		fmt.Fprintf(stdout, "link %s/%d state %s physical_state %s", l.Device, l.Port, l.State, l.PhysState)
 		if l.Netdev != "" {
 			fmt.Fprintf(stdout, " netdev %s", l.Netdev)
 		}
@@ -513,14 +532,14 @@ func linkShow(filter string, jsonOut bool, stdout io.Writer) error {
 	if filter != "" && shown == 0 {
 		var names []string
 		for _, l := range links {
-			if !slices.Contains(names, l.DevName) {
-				names = append(names, l.DevName)
+			if !slices.Contains(names, l.Device) {
+				names = append(names, l.Device)
 			}
 		}
 		if len(names) == 0 {
-			return fmt.Errorf("link show %s: %w; %s", filter, rdmanl.ErrNoDevice, linkAddHint)
+			return fmt.Errorf("link show %s: %w; %s", filter, rdmactl.ErrNoDevice, linkAddHint)
 		}
-		return fmt.Errorf("link show %s: %w; the RDMA devices here: %s", filter, rdmanl.ErrNoDevice, strings.Join(names, ", "))
+		return fmt.Errorf("link show %s: %w; the RDMA devices here: %s", filter, rdmactl.ErrNoDevice, strings.Join(names, ", "))
 	}
 	if jsonOut {
 		return writeJSON(stdout, out)

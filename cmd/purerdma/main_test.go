@@ -14,6 +14,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/rdmanl"
 	"github.com/purerdma/rdma/internal/testutils"
+	"github.com/purerdma/rdma/rdmactl"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -32,22 +33,22 @@ const mainEnv = "PURERDMA_TEST_RUN_COMMAND"
 // fakeClient records the link requests it gets.
 type fakeClient struct {
 	calls  []string
-	links  []rdmanl.Link
+	links  []rdmactl.Link
 	err    error
 	closed int
 }
 
-func (f *fakeClient) NewLink(name, linkType, netdev string) error {
+func (f *fakeClient) AddLink(name, linkType, netdev string) error {
 	f.calls = append(f.calls, "NewLink "+name+" "+linkType+" "+netdev)
 	return f.err
 }
 
-func (f *fakeClient) DelLink(name string) error {
+func (f *fakeClient) DeleteLink(name string) error {
 	f.calls = append(f.calls, "DelLink "+name)
 	return f.err
 }
 
-func (f *fakeClient) Links() ([]rdmanl.Link, error) {
+func (f *fakeClient) Links() ([]rdmactl.Link, error) {
 	f.calls = append(f.calls, "Links")
 	return f.links, f.err
 }
@@ -153,11 +154,11 @@ func TestLinkCommands(t *testing.T) {
 }
 
 func TestLinkShow(t *testing.T) {
-	links := []rdmanl.Link{
-		{DevIndex: 1, DevName: "rxe0", Port: 1, State: 4, PhysState: 5, NetdevIndex: 3, Netdev: "veth0"},
-		{DevIndex: 2, DevName: "rxe1", Port: 1, State: 1, PhysState: 3, NetdevIndex: 4, Netdev: "veth1"},
-		{DevIndex: 3, DevName: "mlx5_0", Port: 1, State: 4, PhysState: 5},
-		{DevIndex: 3, DevName: "mlx5_0", Port: 2, State: 9, PhysState: 42},
+	links := []rdmactl.Link{
+		{DevIndex: 1, Device: "rxe0", Port: 1, State: "ACTIVE", PhysState: "LINK_UP", NetdevIndex: 3, Netdev: "veth0"},
+		{DevIndex: 2, Device: "rxe1", Port: 1, State: "DOWN", PhysState: "DISABLED", NetdevIndex: 4, Netdev: "veth1"},
+		{DevIndex: 3, Device: "mlx5_0", Port: 1, State: "ACTIVE", PhysState: "LINK_UP"},
+		{DevIndex: 3, Device: "mlx5_0", Port: 2, State: "UNKNOWN", PhysState: "UNKNOWN"},
 	}
 	tests := []struct {
 		args []string
@@ -252,7 +253,7 @@ func TestThisHost(t *testing.T) {
 	code, _, stderr = runArgs("link")
 	switch {
 	case code == 0 && stderr == "":
-	case code == 1 && strings.HasPrefix(stderr, "purerdma: rdma netlink "):
+	case code == 1 && strings.HasPrefix(stderr, "purerdma: rdmactl Open: rdma netlink "):
 		t.Logf("link: %s", stderr)
 	default:
 		t.Errorf("link = %d, stderr %q", code, stderr)
@@ -280,7 +281,7 @@ func TestHelp(t *testing.T) {
 				if !strings.Contains(stdout, "Examples:\n  purerdma "+name) {
 					t.Errorf("the help has no example command line:\n%s", stdout)
 				}
-				if !strings.Contains(stdout, c.usage) || !strings.Contains(stdout, exitText) {
+				if !strings.Contains(stdout, c.Usage) || !strings.Contains(stdout, exitText) {
 					t.Errorf("the help lacks the usage or the exit statuses:\n%s", stdout)
 				}
 			})
@@ -376,9 +377,9 @@ func TestDevicesJSON(t *testing.T) {
 }
 
 func TestLinkShowJSON(t *testing.T) {
-	links := []rdmanl.Link{
-		{DevIndex: 1, DevName: "rxe0", Port: 1, State: 4, PhysState: 5, NetdevIndex: 3, Netdev: "veth0"},
-		{DevIndex: 3, DevName: "mlx5_0", Port: 1, State: 4, PhysState: 5},
+	links := []rdmactl.Link{
+		{DevIndex: 1, Device: "rxe0", Port: 1, State: "ACTIVE", PhysState: "LINK_UP", NetdevIndex: 3, Netdev: "veth0"},
+		{DevIndex: 3, Device: "mlx5_0", Port: 1, State: "ACTIVE", PhysState: "LINK_UP"},
 	}
 	for _, tt := range []struct {
 		args []string

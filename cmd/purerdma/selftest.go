@@ -249,7 +249,7 @@ func selftestCMAddr(dev uverbs.Device, port int) (netip.Addr, error) {
 		err := withNetlink(func(c linkClient) error {
 			links, err := c.Links()
 			for _, l := range links {
-				if l.DevName == dev.Name && int(l.Port) == port {
+				if l.Device == dev.Name && int(l.Port) == port {
 					netdev = l.Netdev
 				}
 			}

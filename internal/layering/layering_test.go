@@ -55,7 +55,8 @@ var allowed = map[string][]string{
 	"spin":                     {"internal/cycles"},
 	"testenv":                  {"uverbs", "internal/"},
 	"testenv/vm":               {"internal/rdmanl"},
-	"cmd/":                     {"uverbs", "rdmacm", "rpma", "rsocket", "mmio", "spin", "internal/", "testenv/vm"},
+	"rdmactl":                  {"internal/rdmanl"},
+	"cmd/":                     {"uverbs", "rdmacm", "rpma", "rsocket", "rdmactl", "mmio", "spin", "internal/", "testenv/vm", "cmd/purerdma/internal/"},
 	"examples":                 nil,                                                // their test (it runs the built programs)
 	"examples/":                {"uverbs", "rdmacm", "rpma", "rsocket", "testenv"}, // docs/getting-started.md's programs
 

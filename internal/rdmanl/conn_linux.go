@@ -118,6 +118,10 @@ func (c *Conn) SetDeadline(t time.Time) error {
 // "siw") on top of the network device netdev, like
 // "rdma link add NAME type TYPE netdev NETDEV". It needs CAP_NET_ADMIN.
 func (c *Conn) NewLink(name, linkType, netdev string) error {
+	if c.fake != nil {
+		c.fake.record("NewLink " + name + " " + linkType + " " + netdev)
+		return nil
+	}
 	_, err := c.execute(cmdNewLink, name, false, func(seq uint32) []byte {
 		return newLinkRequest(seq, name, linkType, netdev)
 	})
@@ -137,6 +141,10 @@ func (c *Conn) DelLink(name string) error {
 	}
 	for _, d := range devs {
 		if d.Name == name {
+			if c.fake != nil {
+				c.fake.record("DelLink " + name)
+				return nil
+			}
 			_, err := c.execute(cmdDelLink, name, false, func(seq uint32) []byte {
 				return delLinkRequest(seq, d.Index)
 			})
@@ -219,6 +227,9 @@ func (c *Conn) System() (System, error) {
 // The kernel dumps ports one device at a time, so this is one GET dump
 // followed by a PORT_GET dump per device.
 func (c *Conn) Links() ([]Link, error) {
+	if c.fake != nil {
+		return c.fake.Links, nil
+	}
 	devs, err := c.Devices()
 	if err != nil {
 		return nil, err
@@ -357,4 +368,91 @@ func (c *Conn) recvfrom(buf []byte, flags int) (int, unix.Sockaddr, error) {
 		return 0, nil, fmt.Errorf("recvfrom: %w", rerr)
 	}
 	return n, from, nil
+}
+
+// Summary asks for the resource counts of the device at index, like
+// "rdma resource show" (RDMA_NLDEV_CMD_RES_GET).
+func (c *Conn) Summary(index uint32, dev string) (Summary, error) {
+	if c.fake != nil {
+		return c.fake.summary(index, dev)
+	}
+	msgs, err := c.execute(cmdResGet, dev, false, func(seq uint32) []byte {
+		return resGetRequest(seq, index)
+	})
+	if err != nil {
+		return Summary{}, err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == nldevType(cmdResGet) {
+			s, err := parseSummary(m.Data)
+			if err != nil {
+				return Summary{}, &OpError{Op: cmdName(cmdResGet), Device: dev, Err: err}
+			}
+			return s, nil
+		}
+	}
+	return Summary{}, &OpError{Op: cmdName(cmdResGet), Device: dev, Err: errors.New("no reply")}
+}
+
+// Res dumps the resource table k of the device at index, like "rdma
+// resource show qp" for one device. The kernel spreads a long table over
+// several messages; Res joins them.
+func (c *Conn) Res(k ResKind, index uint32, dev string) (Res, error) {
+	t, ok := resTables[k]
+	if !ok {
+		return Res{}, &OpError{Op: "RES", Device: dev, Err: fmt.Errorf("unknown resource kind %d", k)}
+	}
+	if c.fake != nil {
+		return c.fake.res(k, index, dev)
+	}
+	msgs, err := c.execute(t.cmd, dev, true, func(seq uint32) []byte {
+		return resDumpRequest(seq, t.cmd, index)
+	})
+	if err != nil {
+		return Res{}, err
+	}
+	return joinRes(msgs, k, index, dev)
+}
+
+// joinRes decodes the messages of a resource dump into one Res.
+func joinRes(msgs []message, k ResKind, index uint32, dev string) (Res, error) {
+	t := resTables[k]
+	all := Res{DevIndex: index, DevName: dev}
+	for _, m := range msgs {
+		if m.Header.Type != nldevType(t.cmd) {
+			continue
+		}
+		r, err := parseRes(m.Data, k)
+		if err != nil {
+			return Res{}, &OpError{Op: cmdName(t.cmd), Device: dev, Err: err}
+		}
+		all.DevIndex, all.DevName = r.DevIndex, r.DevName
+		all.Entries = append(all.Entries, r.Entries...)
+	}
+	return all, nil
+}
+
+// Stat asks for the hardware counters of a port (RDMA_NLDEV_CMD_STAT_GET),
+// like "rdma statistic show link DEV/PORT". A device without hardware
+// counters (siw) gets EINVAL from the kernel, as does a port it lacks.
+func (c *Conn) Stat(index, port uint32, dev string) (PortStats, error) {
+	if c.fake != nil {
+		return c.fake.stat(index, port, dev)
+	}
+	msgs, err := c.execute(cmdStatGet, dev, false, func(seq uint32) []byte {
+		return statGetRequest(seq, index, port)
+	})
+	if err != nil {
+		return PortStats{}, err
+	}
+	for _, m := range msgs {
+		if m.Header.Type == nldevType(cmdStatGet) {
+			s, err := parseStat(m.Data)
+			if err != nil {
+				return PortStats{}, &OpError{Op: cmdName(cmdStatGet), Device: dev, Err: err}
+			}
+			return s, nil
+		}
+	}
+	return PortStats{}, &OpError{Op: cmdName(cmdStatGet), Device: dev, Err: errors.New("no reply")}
 }

@@ -42,3 +42,18 @@ func (c *Conn) Chardev(index uint32, client string) (Chardev, error) {
 }
 
 func (c *Conn) System() (System, error) { return System{}, errUnsupported(cmdName(cmdSysGet)) }
+
+// Summary fails: RDMA netlink exists only on Linux.
+func (c *Conn) Summary(index uint32, dev string) (Summary, error) {
+	return Summary{}, errUnsupported(cmdName(cmdResGet))
+}
+
+// Res fails: RDMA netlink exists only on Linux.
+func (c *Conn) Res(k ResKind, index uint32, dev string) (Res, error) {
+	return Res{}, errUnsupported("RES")
+}
+
+// Stat fails: RDMA netlink exists only on Linux.
+func (c *Conn) Stat(index, port uint32, dev string) (PortStats, error) {
+	return PortStats{}, errUnsupported(cmdName(cmdStatGet))
+}

@@ -89,6 +89,24 @@ func cmdName(op uint16) string {
 		return "GET_CHARDEV"
 	case cmdSysGet:
 		return "SYS_GET"
+	case cmdResGet:
+		return "RES_GET"
+	case cmdResQPGet:
+		return "RES_QP_GET"
+	case cmdResCMIDGet:
+		return "RES_CM_ID_GET"
+	case cmdResCQGet:
+		return "RES_CQ_GET"
+	case cmdResMRGet:
+		return "RES_MR_GET"
+	case cmdResPDGet:
+		return "RES_PD_GET"
+	case cmdResCtxGet:
+		return "RES_CTX_GET"
+	case cmdResSRQGet:
+		return "RES_SRQ_GET"
+	case cmdStatGet:
+		return "STAT_GET"
 	}
 	return fmt.Sprintf("command %d", op)
 }

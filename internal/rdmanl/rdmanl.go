@@ -1,7 +1,9 @@
 // Package rdmanl is a small client for the kernel's RDMA netlink device
 // interface (NETLINK_RDMA, client RDMA_NL_NLDEV): the interface behind
-// iproute2's "rdma" tool. It lists RDMA devices and their ports and creates
-// and removes software RDMA links (rxe, siw).
+// iproute2's "rdma" tool. It lists RDMA devices and their ports, creates
+// and removes software RDMA links (rxe, siw), and reads the kernel's
+// resource tables and ports' hardware counters (res.go), which the
+// public package rdmactl presents.
 //
 // The netlink encoder and decoder are written here on top of
 // golang.org/x/sys/unix; no netlink library and no cgo are used.
@@ -10,8 +12,10 @@
 package rdmanl
 
 import (
+	"errors"
 	"io/fs"
 	"strings"
+	"syscall"
 )
 
 // Device is one RDMA device as reported by RDMA_NLDEV_CMD_GET. Attributes
@@ -122,4 +126,15 @@ type System struct {
 	// CopyOnFork reports that the kernel copies pinned pages on fork
 	// (Linux 5.13+), so registered memory needs no MADV_DONTFORK.
 	CopyOnFork bool
+}
+
+// Refused reports whether err is the kernel's EINVAL or EOPNOTSUPP: the
+// answer to a request for something a device does not have (STAT_GET on
+// a device without hardware counters).
+func Refused(err error) bool {
+	var oe *OpError
+	if !errors.As(err, &oe) || !oe.Kernel {
+		return false
+	}
+	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP)
 }
