@@ -236,22 +236,8 @@ func parseSummary(b []byte) (Summary, error) {
 			continue
 		}
 		s.Entries = nil // the last table wins, as for every attribute
-		err := nested(a.Data, attrResSummaryEntry, func(line []attr) error {
-			var e SummaryEntry
-			for _, f := range line {
-				switch Attr(f.Type) {
-				case attrResSummaryName:
-					e.Name = f.string()
-				case attrResSummaryCurr:
-					v, err := f.uint64()
-					if err != nil {
-						return err
-					}
-					e.Current = v
-				}
-			}
-			s.Entries = append(s.Entries, e)
-			return nil
+		err := namedValues(a.Data, attrResSummaryEntry, attrResSummaryName, attrResSummaryCurr, func(name string, v uint64) {
+			s.Entries = append(s.Entries, SummaryEntry{Name: name, Current: v})
 		})
 		if err != nil {
 			return s, err
@@ -280,6 +266,29 @@ func nested(b []byte, entry Attr, f func([]attr) error) error {
 		}
 	}
 	return nil
+}
+
+// namedValues decodes a table of name and 64-bit value pairs (the
+// resource summary, the hardware counters): each entry attribute holds
+// a name attribute and a value attribute; a missing one is "" or 0.
+func namedValues(b []byte, entry, name, value Attr, add func(string, uint64)) error {
+	return nested(b, entry, func(line []attr) error {
+		var n string
+		var v uint64
+		for _, f := range line {
+			switch Attr(f.Type) {
+			case name:
+				n = f.string()
+			case value:
+				var err error
+				if v, err = f.uint64(); err != nil {
+					return err
+				}
+			}
+		}
+		add(n, v)
+		return nil
+	})
 }
 
 // parseRes decodes one message of a resource dump of kind k.
@@ -438,22 +447,8 @@ func parseStat(b []byte) (PortStats, error) {
 			}
 		case attrStatHWCounters:
 			s.Counters = nil
-			err := nested(a.Data, attrStatHWCounterEntry, func(line []attr) error {
-				var c Counter
-				for _, f := range line {
-					switch Attr(f.Type) {
-					case attrStatHWCounterName:
-						c.Name = f.string()
-					case attrStatHWCounterValue:
-						v, err := f.uint64()
-						if err != nil {
-							return err
-						}
-						c.Value = v
-					}
-				}
-				s.Counters = append(s.Counters, c)
-				return nil
+			err := namedValues(a.Data, attrStatHWCounterEntry, attrStatHWCounterName, attrStatHWCounterValue, func(name string, v uint64) {
+				s.Counters = append(s.Counters, Counter{Name: name, Value: v})
 			})
 			if err != nil {
 				return s, err
