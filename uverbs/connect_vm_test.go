@@ -30,13 +30,15 @@ func rcPeerOf(t *testing.T, e *end, psn uint32) uverbs.RCPeer {
 func TestConnectRC(t *testing.T) {
 	a, b := newEnd(t, 0, pairOpts{typ: uverbs.QPTypeRC}), newEnd(t, 1, pairOpts{typ: uverbs.QPTypeRC})
 	if testenv.CurrentFabric().IWARP {
+		standalone(t, a)
+		standalone(t, b)
 		// Refused before the kernel, which would move the QP to RTS
 		// with no connection under it; the QP stays as it was.
 		err := a.qp.ConnectRC(uverbs.RCPeer{QPNum: b.qp.Num(), PSN: 1}, nil)
 		if !errors.Is(err, uverbs.ErrNotSupported) || !strings.Contains(err.Error(), "connection manager") || a.qp.State() != uverbs.QPStateReset {
 			t.Errorf("iWARP ConnectRC = %v, state %v; want ErrNotSupported naming the connection manager, RESET", err, a.qp.State())
 		}
-		testenv.NotIWARP(t, "the rest connects by QP modify (ConnectRC); iWARP QPs reach RTS only through the iWARP CM")
+		testenv.NotIWARP(t, "the rest connects by QP modify (ConnectRC); iWARP QPs reach RTS only through the iWARP CM (the data path over CM-connected QPs: TestRCSendRecv and the rest)")
 	}
 	// b: INIT by hand (remote writes only), a receive, then ConnectRC.
 	if err := b.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite},
@@ -161,6 +163,7 @@ func TestConnectRC(t *testing.T) {
 // fail before any transition; a transition the kernel refuses is a
 // *ConnectError naming it, and the QP stays where the error says.
 func TestConnectRCErrors(t *testing.T) {
+	testenv.NotIWARP(t, "ConnectRC's checks and transitions by QP modify; on iWARP ConnectRC is refused at once (TestConnectRC checks that)")
 	a, b := newEnd(t, 0, pairOpts{typ: uverbs.QPTypeRC}), newEnd(t, 1, pairOpts{typ: uverbs.QPTypeRC})
 	bp := rcPeerOf(t, b, 1)
 	ud := newEnd(t, 0, pairOpts{typ: uverbs.QPTypeUD})

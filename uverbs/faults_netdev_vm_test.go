@@ -211,7 +211,7 @@ func hasPortEvent(evs []uverbs.AsyncEvent, typ uverbs.AsyncEventType) bool {
 // A QP in ERR recovers by RESET and connecting again (the peer's as
 // well: its PSNs must match), after which the stream runs again.
 func TestFaultNetdevDownUp(t *testing.T) {
-	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use (rdmacm's TestFaultNetdevDownUp runs this on siw)")
+	testenv.NotIWARP(t, "the test asserts rxe's outage behaviour: transport retry counts, rxe's send_err counters, and a reconnect of the reset QPs by QP modify (rdmacm's TestFaultNetdevDownUp runs an outage on siw)")
 	testenv.Devices(t, 2)
 	testenv.RequireRoot(t)
 	if _, err := exec.LookPath("ip"); err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -95,7 +94,6 @@ func forkExecWait(path string) error {
 // gets no mapping of registered pages), each with real forks and with
 // os/exec's children.
 func TestForkDuringTransfers(t *testing.T) {
-	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use")
 	if _, err := os.Stat("/bin/true"); err != nil {
 		t.Fatalf("the children are /bin/true: %v", err)
 	}
@@ -214,7 +212,7 @@ func forkTransfers(t *testing.T, a, b *end, how string) {
 		fill(src, seq)
 		rw(seq*2, uverbs.WRRDMAWrite, src, dst)
 		fill(want, seq)
-		if !bytes.Equal(dst, want) {
+		if !written(want, dst) { // on iWARP the data may land after the completion
 			t.Fatalf("round %d (%d children): the RDMA WRITE did not carry what the parent wrote", rounds, forks.Load())
 		}
 		// The device writes a page the parent then reads.

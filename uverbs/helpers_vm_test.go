@@ -31,10 +31,13 @@ func fabricDevices(t *testing.T) []uverbs.Device {
 }
 
 // notIWARPConnect skips, on iWARP, a test whose QPs are connected by
-// QP modify (RTR and RTS by hand) or addressed by a RoCE GID.
+// QP modify (RTR and RTS by hand). The pair constructors (newPair,
+// newPairWith, connectPair) connect through the rdma_cm on iWARP
+// instead; what still calls this walks the InfiniBand transitions
+// itself or talks to a C peer connected the same way.
 func notIWARPConnect(t *testing.T) {
 	t.Helper()
-	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS) with RoCE v2 GIDs; iWARP QPs reach RTS only through the iWARP CM and have no GIDs to address")
+	testenv.NotIWARP(t, "the test moves its QPs to RTR and RTS by QP modify itself; iWARP QPs reach RTS only through the iWARP CM (the tests that only need a connected pair get one from the rdma_cm on iWARP)")
 }
 
 // notIWARPType skips, on iWARP, a test built on a UD or UC QP.
@@ -48,10 +51,10 @@ func notIWARPType(t *testing.T, typ uverbs.QPType) {
 // roceV2GID finds the RoCE v2 GID of dev's port 1 that carries an IPv4
 // address (::ffff:a.b.c.d), reading sysfs directly so these tests do not
 // depend on the query code they may be testing. On iWARP it skips the
-// test (notIWARPConnect): every caller connects QPs by hand.
+// test: an iWARP port has no RoCE GID to address a QP or an AH with.
 func roceV2GID(t *testing.T, dev string) (int, uverbs.GID) {
 	t.Helper()
-	notIWARPConnect(t)
+	testenv.NotIWARP(t, "the test addresses a RoCE v2 GID (an AH, or QPs connected by QP modify); an iWARP port has no such GID, no AHs, and its QPs reach RTS only through the iWARP CM")
 	dir := filepath.Join("/sys/class/infiniband", dev, "ports/1")
 	for i := 0; i < 64; i++ {
 		typ, err := os.ReadFile(filepath.Join(dir, "gid_attrs/types", itoa(i)))

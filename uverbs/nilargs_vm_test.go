@@ -56,9 +56,7 @@ func TestInlineBadAddress(t *testing.T) {
 	mustPostSend(t, a, &uverbs.SendWR{WRID: 2, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendInline | uverbs.SendSignaled,
 		SGL: []uverbs.SGE{a.sge(0, 2)}, RemoteAddr: b.mr.Addr() + 100, RKey: b.mr.RKey()})
 	checkWCs(t, "inline write after the refusals", []uverbs.WorkCompletion{sendWC(a.qp, 2, uverbs.WCRDMAWrite, 2)}, pollWCs(t, a.cq, 1))
-	if got := string(b.buf[100:102]); got != "ok" {
-		t.Errorf("remote buffer %q, want ok", got)
-	}
+	wantWritten(t, "remote buffer", []byte("ok"), b.buf[100:102])
 }
 
 // TestNilArguments: nil pointers and nil contexts passed to live objects
@@ -71,6 +69,7 @@ func TestNilArguments(t *testing.T) {
 	iwarp := testenv.CurrentFabric().IWARP
 	if iwarp {
 		a = newEnd(t, 0, pairOpts{typ: uverbs.QPTypeRC, channel: true})
+		standalone(t, a)
 	} else {
 		a, _ = newPair(t, pairOpts{typ: uverbs.QPTypeUD, channel: true})
 	}

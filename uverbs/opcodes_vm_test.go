@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,8 +94,11 @@ func sendWC(qp *uverbs.QP, wrid uint64, op uverbs.WCOpcode, n int) uverbs.WorkCo
 }
 
 // recvWC is the completion rxe writes for a successful receive on an
-// RC or UC QP.
+// RC or UC QP; siw's (iWARP) has neither the GRH flag nor the port.
 func recvWC(qp *uverbs.QP, wrid uint64, op uverbs.WCOpcode, n int) uverbs.WorkCompletion {
+	if iwarp() {
+		return uverbs.WorkCompletion{WRID: wrid, Status: uverbs.WCSuccess, Opcode: op, ByteLen: uint32(n), QPNum: qp.Num()}
+	}
 	return uverbs.WorkCompletion{WRID: wrid, Status: uverbs.WCSuccess, Opcode: op, ByteLen: uint32(n),
 		QPNum: qp.Num(), Flags: uverbs.WCWithGRH, PortNum: 1}
 }
@@ -110,6 +114,16 @@ func withImm(wc uverbs.WorkCompletion, imm uint32) uverbs.WorkCompletion {
 // are 0, as the verbs allow for completions in error.
 func errWC(qp *uverbs.QP, wrid uint64, st uverbs.WCStatus) uverbs.WorkCompletion {
 	return uverbs.WorkCompletion{WRID: wrid, Status: st, QPNum: qp.Num()}
+}
+
+// recvErrWC is errWC for a receive: siw (iWARP) also reports the
+// receive's opcode, WCRecv, in a completion in error.
+func recvErrWC(qp *uverbs.QP, wrid uint64, st uverbs.WCStatus) uverbs.WorkCompletion {
+	wc := errWC(qp, wrid, st)
+	if iwarp() {
+		wc.Opcode = uverbs.WCRecv
+	}
+	return wc
 }
 
 // fill writes a recognisable pattern.
@@ -142,7 +156,7 @@ func newEndWith(t *testing.T, dev int, typ uverbs.QPType, cp uverbs.QPCap, sigAl
 	e := &end{ctx: openContextOn(t, dev)}
 	e.pd = newPD(t, e.ctx)
 	e.cq = newCQ(t, e.ctx, uverbs.CQConfig{Size: 64})
-	e.qp = newQP(t, e.pd, uverbs.QPConfig{Type: typ, SendCQ: e.cq, RecvCQ: e.cq, Cap: cp, SignalAll: sigAll})
+	setQP(t, e, uverbs.QPConfig{Type: typ, SendCQ: e.cq, RecvCQ: e.cq, Cap: cp, SignalAll: sigAll})
 	e.buf = make([]byte, 8192)
 	mr, err := e.pd.RegMR(e.buf, allAccess)
 	if err != nil {
@@ -158,8 +172,7 @@ func newEndWith(t *testing.T, dev int, typ uverbs.QPType, cp uverbs.QPCap, sigAl
 
 func newPairWith(t *testing.T, typ uverbs.QPType, cp uverbs.QPCap, sigAll bool) (a, b *end) {
 	a, b = newEndWith(t, 0, typ, cp, sigAll), newEndWith(t, 1, typ, cp, sigAll)
-	connect(t, a, b)
-	connect(t, b, a)
+	connectPair(t, a, b)
 	return a, b
 }
 
@@ -210,7 +223,7 @@ func TestOpcodesRC(t *testing.T) {
 			wr: &uverbs.SendWR{WRID: 4, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 				SGL: []uverbs.SGE{a.sge(0, 300)}, RemoteAddr: raddr(500), RKey: b.mr.RKey()},
 			send:  sendWC(a.qp, 4, uverbs.WCRDMAWrite, 300),
-			check: func(t *testing.T) { wantBytes(t, "remote memory", a.buf[:300], b.buf[500:800]) },
+			check: func(t *testing.T) { wantWritten(t, "remote memory", a.buf[:300], b.buf[500:800]) },
 		},
 		{
 			name:    "RDMA_WRITE multi-packet",
@@ -218,7 +231,7 @@ func TestOpcodesRC(t *testing.T) {
 			wr: &uverbs.SendWR{WRID: 5, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 				SGL: []uverbs.SGE{a.sge(0, 5000)}, RemoteAddr: raddr(1000), RKey: b.mr.RKey()},
 			send:  sendWC(a.qp, 5, uverbs.WCRDMAWrite, 5000),
-			check: func(t *testing.T) { wantBytes(t, "remote memory", a.buf[:5000], b.buf[1000:6000]) },
+			check: func(t *testing.T) { wantWritten(t, "remote memory", a.buf[:5000], b.buf[1000:6000]) },
 		},
 		{
 			name:    "RDMA_WRITE_WITH_IMM",
@@ -277,6 +290,11 @@ func TestOpcodesRC(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.prepare()
+			if iwarpLacks(tt.wr.Opcode) {
+				wantNotSupported(t, a.qp.PostSend(tt.wr))
+				noMoreWCs(t, a.cq, "sender")
+				return
+			}
 			if tt.recv {
 				mustPostRecv(t, b, 100, b.sge(4096, 256))
 			}
@@ -295,6 +313,20 @@ func TestOpcodesRC(t *testing.T) {
 }
 
 func wcRef[T any](v T) *T { return &v }
+
+// iwarpLacks reports whether the fabric is iWARP and op one of what it
+// has not (immediate data, atomics), which the siw provider refuses at
+// post with ErrNotSupported.
+func iwarpLacks(op uverbs.WROpcode) bool {
+	if !iwarp() {
+		return false
+	}
+	switch op {
+	case uverbs.WRSendWithImm, uverbs.WRRDMAWriteWithImm, uverbs.WRAtomicCmpAndSwp, uverbs.WRAtomicFetchAndAdd:
+		return true
+	}
+	return false
+}
 
 func wantBytes(t *testing.T, what string, want, got []byte) {
 	t.Helper()
@@ -480,6 +512,17 @@ func TestFlushAndAtomicWrite(t *testing.T) {
 	}
 	global, persistent := attr.SupportsFlush()
 	t.Logf("%s: FLUSH global %v persistent %v, ATOMIC_WRITE %v", os.Getenv("PURERDMA_VM"), global, persistent, attr.SupportsAtomicWrite())
+	if iwarp() { // siw has neither, on any kernel: refused at post
+		if global || persistent || attr.SupportsAtomicWrite() {
+			t.Errorf("siw reports FLUSH or ATOMIC_WRITE support")
+		}
+		wantNotSupported(t, a.qp.PostSend(&uverbs.SendWR{WRID: 1, Opcode: uverbs.WRFlush, Flags: uverbs.SendSignaled, FlushType: uverbs.FlushGlobal,
+			FlushLevel: uverbs.FlushRange, FlushLength: 64, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+		wantNotSupported(t, a.qp.PostSend(&uverbs.SendWR{WRID: 2, Opcode: uverbs.WRAtomicWrite, Flags: uverbs.SendSignaled,
+			AtomicWrite: [8]byte{1, 2, 3, 4, 5, 6, 7, 8}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()}))
+		noMoreWCs(t, a.cq, "refused requests")
+		return
+	}
 	if !onKernel612() {
 		if global || persistent || attr.SupportsAtomicWrite() {
 			t.Errorf("6.1 rxe reports FLUSH or ATOMIC_WRITE support")
@@ -615,6 +658,10 @@ func threadWrites(t *testing.T) int {
 // doorbell, where 8 single posts make 8.
 func TestPostListOneDoorbell(t *testing.T) {
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	if iwarp() {
+		postListIWARP(t, a, b)
+		return
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	build := func() *uverbs.SendWR {
@@ -687,6 +734,91 @@ func TestPostListOneDoorbell(t *testing.T) {
 	t.Logf("write(2) calls: %d for a list of 8, %d for 8 single posts", chained, single)
 	if chained != 1 || single != 8 {
 		t.Errorf("doorbells: %d for a list of 8 (want 1), %d for 8 single posts (want 8)", chained, single)
+	}
+}
+
+// postListIWARP is TestPostListOneDoorbell on iWARP, which has neither
+// immediate data nor atomics: a chain of 8 sends, writes and reads runs
+// with one doorbell. siw rings the doorbell of a single post only when
+// the send queue may be idle (docs/providers.md), so 8 single posts make
+// between 1 and 8 write(2) calls, logged.
+func postListIWARP(t *testing.T, a, b *end) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	build := func() *uverbs.SendWR {
+		fillPattern(a.buf[:1024], 3)
+		fillPattern(b.buf[6000:6100], 4)
+		binary.NativeEndian.PutUint64(b.buf[7000:], 10)
+		clear(a.buf[2000:2216])
+		wrs := []uverbs.SendWR{
+			{WRID: 1, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(0, 10)}},
+			{WRID: 2, Opcode: uverbs.WRSend, SGL: []uverbs.SGE{a.sge(10, 10)}},
+			{WRID: 3, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(100, 100)}, RemoteAddr: b.mr.Addr() + 3000, RKey: b.mr.RKey()},
+			{WRID: 4, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{a.sge(200, 50)}, RemoteAddr: b.mr.Addr() + 3100, RKey: b.mr.RKey()},
+			{WRID: 5, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{a.sge(2000, 100)}, RemoteAddr: b.mr.Addr() + 6000, RKey: b.mr.RKey()},
+			{WRID: 6, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{a.sge(2200, 8)}, RemoteAddr: b.mr.Addr() + 7000, RKey: b.mr.RKey()},
+			{WRID: 7, Opcode: uverbs.WRRDMARead, SGL: []uverbs.SGE{a.sge(2208, 8)}, RemoteAddr: b.mr.Addr() + 7000, RKey: b.mr.RKey()},
+			{WRID: 8, Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: []uverbs.SGE{a.sge(300, 20)}},
+		}
+		for i := range wrs {
+			wrs[i].Flags |= uverbs.SendSignaled
+			if i+1 < len(wrs) {
+				wrs[i].Next = &wrs[i+1]
+			}
+		}
+		for i := range 3 {
+			mustPostRecv(t, b, uint64(100+i), b.sge(i*256, 256))
+		}
+		return &wrs[0]
+	}
+	check := func(t *testing.T) {
+		t.Helper()
+		// siw completes a SEND or WRITE once sent, and a READ when its
+		// response arrived: the SEND behind the reads may complete
+		// before them (seen on 6.12). Each request completes once.
+		got := pollWCs(t, a.cq, 8)
+		slices.SortFunc(got, func(x, y uverbs.WorkCompletion) int { return int(x.WRID) - int(y.WRID) })
+		checkWCs(t, "sender", []uverbs.WorkCompletion{
+			sendWC(a.qp, 1, uverbs.WCSend, 10), sendWC(a.qp, 2, uverbs.WCSend, 10),
+			sendWC(a.qp, 3, uverbs.WCRDMAWrite, 100), sendWC(a.qp, 4, uverbs.WCRDMAWrite, 50),
+			sendWC(a.qp, 5, uverbs.WCRDMARead, 100), sendWC(a.qp, 6, uverbs.WCRDMARead, 8),
+			sendWC(a.qp, 7, uverbs.WCRDMARead, 8), sendWC(a.qp, 8, uverbs.WCSend, 20),
+		}, got)
+		checkWCs(t, "receiver", []uverbs.WorkCompletion{
+			recvWC(b.qp, 100, uverbs.WCRecv, 10), recvWC(b.qp, 101, uverbs.WCRecv, 10), recvWC(b.qp, 102, uverbs.WCRecv, 20),
+		}, pollWCs(t, b.cq, 3))
+		wantBytes(t, "send", a.buf[0:10], b.buf[0:10])
+		wantBytes(t, "second send", a.buf[10:20], b.buf[256:266])
+		wantBytes(t, "write", a.buf[100:250], b.buf[3000:3150]) // placed before the reads behind it
+		wantBytes(t, "read", b.buf[6000:6100], a.buf[2000:2100])
+		wantU64(t, "first 8-byte read", 10, a.buf[2200:])
+		wantU64(t, "second 8-byte read", 10, a.buf[2208:])
+		wantBytes(t, "inline send", a.buf[300:320], b.buf[512:532])
+	}
+
+	wr := build()
+	before := threadWrites(t)
+	if err := a.qp.PostSend(wr); err != nil {
+		t.Fatal(err)
+	}
+	chained := threadWrites(t) - before
+	check(t)
+
+	wr = build()
+	before = threadWrites(t)
+	for w := wr; w != nil; {
+		next := w.Next
+		w.Next = nil
+		if err := a.qp.PostSend(w); err != nil {
+			t.Fatal(err)
+		}
+		w = next
+	}
+	single := threadWrites(t) - before
+	check(t)
+	t.Logf("write(2) calls: %d for a list of 8, %d for 8 single posts", chained, single)
+	if chained != 1 || single < 1 || single > 8 {
+		t.Errorf("doorbells: %d for a list of 8 (want 1), %d for 8 single posts (want 1 to 8)", chained, single)
 	}
 }
 
@@ -797,7 +929,7 @@ func TestInlineLimit(t *testing.T) {
 		SGL: []uverbs.SGE{a.sge(0, max)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()})
 	clear(a.buf[:max])
 	checkWCs(t, "inline write", []uverbs.WorkCompletion{sendWC(a.qp, 2, uverbs.WCRDMAWrite, max)}, pollWCs(t, a.cq, 1))
-	wantBytes(t, "written", msg, b.buf[4096:4096+max])
+	wantWritten(t, "written", msg, b.buf[4096:4096+max])
 
 	for _, sgl := range [][]uverbs.SGE{{a.sge(0, max+1)}, {a.sge(0, half), a.sge(half, max-half+1)}} {
 		err := a.qp.PostSend(&uverbs.SendWR{WRID: 3, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline, SGL: sgl})
@@ -841,14 +973,21 @@ func TestMultiSGE(t *testing.T) {
 	mustPostSend(t, a, &uverbs.SendWR{WRID: 2, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGL: gather,
 		RemoteAddr: b.mr.Addr() + 3000, RKey: b.mr.RKey()})
 	checkWCs(t, "gathered write", []uverbs.WorkCompletion{sendWC(a.qp, 2, uverbs.WCRDMAWrite, 500)}, pollWCs(t, a.cq, 1))
-	wantBytes(t, "written", sent, b.buf[3000:3500])
+	wantWritten(t, "written", sent, b.buf[3000:3500])
 	clear(a.buf[4096:])
 	readInto := []uverbs.SGE{a.sge(8000, 100), a.sge(4096, 250), a.sge(6000, 150)}
-	mustPostSend(t, a, &uverbs.SendWR{WRID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, SGL: readInto,
-		RemoteAddr: b.mr.Addr() + 3000, RKey: b.mr.RKey()})
-	checkWCs(t, "scattered read", []uverbs.WorkCompletion{sendWC(a.qp, 3, uverbs.WCRDMARead, 500)}, pollWCs(t, a.cq, 1))
-	got = append(append(append([]byte(nil), a.buf[8000:8100]...), a.buf[4096:4346]...), a.buf[6000:6150]...)
-	wantBytes(t, "read", sent, got)
+	read := &uverbs.SendWR{WRID: 3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, SGL: readInto,
+		RemoteAddr: b.mr.Addr() + 3000, RKey: b.mr.RKey()}
+	if iwarp() {
+		// siw's kernel places a read's response into the first entry
+		// only: the provider refuses more.
+		wantNotSupported(t, a.qp.PostSend(read))
+	} else {
+		mustPostSend(t, a, read)
+		checkWCs(t, "scattered read", []uverbs.WorkCompletion{sendWC(a.qp, 3, uverbs.WCRDMARead, 500)}, pollWCs(t, a.cq, 1))
+		got = append(append(append([]byte(nil), a.buf[8000:8100]...), a.buf[4096:4346]...), a.buf[6000:6150]...)
+		wantBytes(t, "read", sent, got)
+	}
 
 	max := int(a.qp.Cap().MaxSendSGE)
 	too := make([]uverbs.SGE, max+1)
@@ -981,6 +1120,14 @@ func TestRecvBufferTooSmall(t *testing.T) {
 	rwc := pollWCs(t, b.cq, 2)
 	swc := pollWCs(t, a.cq, 1)
 	t.Logf("%s: receiver %+v, sender %+v", os.Getenv("PURERDMA_VM"), rwc, swc)
+	if iwarp() {
+		// siw reports the local length error, then flushes; the sender's
+		// SEND completed once sent, before the receiver saw it.
+		checkWCs(t, "receiver", []uverbs.WorkCompletion{recvErrWC(b.qp, 1, uverbs.WCLocLenErr), recvErrWC(b.qp, 2, uverbs.WCWRFlushErr)}, rwc)
+		checkWCs(t, "sender", []uverbs.WorkCompletion{sendWC(a.qp, 3, uverbs.WCSend, 100)}, swc)
+		wantBytes(t, "receive buffer", make([]byte, 10), b.buf[:10])
+		return
+	}
 	// rxe (6.1 and 6.12) does not report the local length error the
 	// verbs describe: its copy into the receive buffer fails with EINVAL,
 	// which the responder treats as a malformed request (a local QP
@@ -993,7 +1140,7 @@ func TestRecvBufferTooSmall(t *testing.T) {
 // TestBadRKey: an RDMA write or read with a wrong rkey completes with a
 // remote access error; the QP is then in error and flushes the rest.
 func TestBadRKey(t *testing.T) {
-	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use")
+	testenv.NotIWARP(t, "an iWARP RDMA WRITE completes once sent, and a responder's access error ends the connection with a TERMINATE, not a NAK the requester's work request completes with; RDMAP has no atomics")
 	for _, op := range []uverbs.WROpcode{uverbs.WRRDMAWrite, uverbs.WRRDMARead, uverbs.WRAtomicFetchAndAdd} {
 		t.Run(op.String(), func(t *testing.T) {
 			a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
@@ -1029,8 +1176,23 @@ func TestPostToErrorQP(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkWCs(t, "flushed receives", []uverbs.WorkCompletion{
-		errWC(b.qp, 0, uverbs.WCWRFlushErr), errWC(b.qp, 1, uverbs.WCWRFlushErr), errWC(b.qp, 2, uverbs.WCWRFlushErr),
+		recvErrWC(b.qp, 0, uverbs.WCWRFlushErr), recvErrWC(b.qp, 1, uverbs.WCWRFlushErr), recvErrWC(b.qp, 2, uverbs.WCWRFlushErr),
 	}, pollWCs(t, b.cq, 3))
+	if iwarp() {
+		// siw flushes nothing posted after the QP entered ERR, so the
+		// provider refuses such posts (docs/providers.md, siw).
+		for _, err := range []error{
+			b.qp.PostSend(&uverbs.SendWR{WRID: 10, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{b.sge(0, 8)}}),
+			b.qp.PostRecv(&uverbs.RecvWR{WRID: 20, SGL: []uverbs.SGE{b.sge(0, 64)}}),
+		} {
+			var pe *uverbs.PostError
+			if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "ERR") || errors.As(err, &pe) {
+				t.Errorf("post in ERR = %v, want EINVAL naming ERR, nothing posted", err)
+			}
+		}
+		noMoreWCs(t, b.cq, "posts refused in ERR")
+		return
+	}
 	mustPostSend(t, b, &uverbs.SendWR{WRID: 10, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{b.sge(0, 8)},
 		Next: &uverbs.SendWR{WRID: 11, Opcode: uverbs.WRRDMAWrite, SGL: []uverbs.SGE{b.sge(0, 8)}, RemoteAddr: 8, RKey: 1}})
 	checkWCs(t, "sends posted in ERR", []uverbs.WorkCompletion{

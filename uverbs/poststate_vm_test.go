@@ -54,6 +54,10 @@ func counter(b *end) uint64 { return binary.NativeEndian.Uint64(b.buf[4096:]) }
 // written to the queue, only the doorbell failing, and ran at RTS.)
 func TestPostSendRefusedBeforeRTS(t *testing.T) {
 	a, b := newEnd(t, 0, pairOpts{typ: uverbs.QPTypeRC}), newEnd(t, 1, pairOpts{typ: uverbs.QPTypeRC})
+	if iwarp() {
+		postRefusedBeforeRTSIWARP(t, a, b)
+		return
+	}
 	connect(t, b, a)
 	for _, st := range []uverbs.QPState{uverbs.QPStateReset, uverbs.QPStateInit, uverbs.QPStateRTR} {
 		if st != uverbs.QPStateReset {
@@ -77,11 +81,54 @@ func TestPostSendRefusedBeforeRTS(t *testing.T) {
 	}
 }
 
+// postRefusedBeforeRTSIWARP is TestPostSendRefusedBeforeRTS on iWARP,
+// where a QP reaches RTS only through the rdma_cm: RESET is a QP no ID
+// owns, INIT the connecting side's QP, which its ID created and moved
+// to INIT, before the connect. iWARP has no atomics: RDMA WRITEs of a
+// pattern stand for the fetch-and-add, and the peer's memory shows
+// whether a refused one ran later.
+func postRefusedBeforeRTSIWARP(t *testing.T, a, b *end) {
+	write := func(off int, wrid uint64) *uverbs.SendWR {
+		fillPattern(b.buf[off:off+16], byte(wrid))
+		return &uverbs.SendWR{WRID: wrid, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{b.sge(off, 16)}, RemoteAddr: a.mr.Addr() + uint64(off), RKey: a.mr.RKey()}
+	}
+	refused := func(qp *uverbs.QP, st uverbs.QPState, wr *uverbs.SendWR) {
+		t.Helper()
+		if got := qp.State(); got != st {
+			t.Fatalf("QP in %v, want %v", got, st)
+		}
+		err := qp.PostSend(wr)
+		if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), st.String()) {
+			t.Errorf("PostSend in %v = %v, want EINVAL naming the state", st, err)
+		}
+		var pe *uverbs.PostError
+		if errors.As(err, &pe) {
+			t.Errorf("PostSend in %v: a PostError says something was posted: %v", st, err)
+		}
+	}
+	lone := &end{ctx: b.ctx, pd: b.pd, cq: b.cq, buf: b.buf, mr: b.mr, qcfg: b.qcfg}
+	standalone(t, lone)
+	refused(lone.qp, uverbs.QPStateReset, write(0, 1))
+	cp, cli := cmDial(t, a, b, nil)
+	if cli != b {
+		t.Fatalf("the connecting end is on %s, want %s", cli.ctx.Device().Name, b.ctx.Device().Name)
+	}
+	refused(b.qp, uverbs.QPStateInit, write(512, 2))
+	cp.finish(t)
+	mustPostSend(t, b, write(1024, 100))
+	checkWCs(t, "first send in RTS", []uverbs.WorkCompletion{sendWC(b.qp, 100, uverbs.WCRDMAWrite, 16)}, pollWCs(t, b.cq, 1))
+	wantWritten(t, "the write in RTS", b.buf[1024:1040], a.buf[1024:1040])
+	noMoreWCs(t, b.cq, "sends refused before RTS")
+	wantBytes(t, "targets of the refused writes", make([]byte, 32), append(append([]byte(nil), a.buf[0:16]...), a.buf[512:528]...))
+}
+
 // TestDoorbellFailureFlushes: when the doorbell fails after work requests
 // were written to the send queue, they cannot be taken back; the QP is
 // moved to ERR so that they complete with WCWRFlushErr instead of running
 // at the next doorbell.
 func TestDoorbellFailureFlushes(t *testing.T) {
+	testenv.NotIWARP(t, "BreakDoorbell breaks rxe's doorbell only (export_test.go), and the test counts fetch-and-adds, which RDMAP has not")
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 	restore := uverbs.BreakDoorbell(a.qp)
 	err := a.qp.PostSend(fetchAdd(a, b, 1))
@@ -107,7 +154,7 @@ func TestDoorbellFailureFlushes(t *testing.T) {
 // cached state still said RTS. The library learns of the error from the
 // completions in error that Poll returns.
 func TestRecvFlushedAfterDeviceError(t *testing.T) {
-	testenv.NotIWARP(t, "the test connects its QPs by QP modify (RTR, RTS); iWARP QPs reach RTS only through the iWARP CM, which package uverbs cannot use")
+	testenv.NotIWARP(t, "the device errors are rxe's: an iWARP RDMA WRITE with a bad rkey completes once sent (the responder's error ends the connection with a TERMINATE), and the stale-error case reconnects a reset QP by QP modify")
 	badWrite := func(a, b *end) *uverbs.SendWR {
 		return &uverbs.SendWR{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 			SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x5a}
