@@ -77,8 +77,10 @@ vmtest: deps examples
 # riostream and rcopy tests (rsocket against rdma-core's tools in
 # rsockets' iWARP form); and the rpma examples that end by themselves (06 and 13 wait
 # 15 s and 10 s for clients that do not come; 10 and 11 send immediate
-# data, which iWARP has not).
-SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
+# data, which iWARP has not). Not rsocket's own suite: its
+# TestManyConnections hung on siw with Linux 6.12 on 2026-11-27
+# (docs/testing.md, "rsocket's tests").
+SIWPKGS   := ./uverbs ./rdmacm ./rpma
 SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftestPasses|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 
