@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -528,11 +529,11 @@ func TestUDReplyFromWC(t *testing.T) {
 	}
 }
 
-// TestConcurrentPosters: four goroutines post sends on one locked QP
-// while the receiver's goroutines post receives; each work request
-// completes exactly once.
 // TestConcurrentPosters posts from four goroutines on one QP (the default,
-// locked mode) and checks that every send completes exactly once.
+// locked mode) while a receiver keeps receives posted, and checks that
+// every send completes exactly once. One guard context ends every wait
+// of the test, so that a stopped QP fails it instead of hanging it; no
+// outcome depends on how long anything takes within it.
 //
 // The posters take a CQ credit per signaled send and the poller returns it,
 // so completions never outnumber the CQ: rxe drops a completion that finds
@@ -554,6 +555,8 @@ func TestConcurrentPosters(t *testing.T) {
 	if iwarp() {
 		recvCredits = make(chan struct{}, total)
 	}
+	guard, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	seen := make(map[uint64]int)
 	recvd := 0
 	done := make(chan struct{})
@@ -561,8 +564,7 @@ func TestConcurrentPosters(t *testing.T) {
 		defer close(done)
 		var wc [8]uverbs.WorkCompletion
 		posted := 0
-		deadline := time.Now().Add(60 * time.Second)
-		for recvd < total && time.Now().Before(deadline) {
+		for recvd < total && guard.Err() == nil {
 			for posted-recvd < 8 && posted < total {
 				if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: uint64(posted), SGL: []uverbs.SGE{b.sge(0, 16)}}); err != nil {
 					t.Error(err)
@@ -582,25 +584,23 @@ func TestConcurrentPosters(t *testing.T) {
 		go func() {
 			for i := range each {
 				wr := &uverbs.SendWR{WRID: uint64(g*each + i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(g*16, 1)}}
-				// Bounded waits: a stopped QP fails the test, it does not hang it.
 				select {
 				case <-credits:
-				case <-time.After(60 * time.Second):
-					errc <- errors.New("no CQ credit for 60s")
+				case <-guard.Done():
+					errc <- fmt.Errorf("no CQ credit: %w", guard.Err())
 					return
 				}
 				if recvCredits != nil {
 					select {
 					case <-recvCredits:
-					case <-time.After(60 * time.Second):
-						errc <- errors.New("no receive posted for 60s")
+					case <-guard.Done():
+						errc <- fmt.Errorf("no receive posted: %w", guard.Err())
 						return
 					}
 				}
-				busySince := time.Now()
 				for {
 					err := a.qp.PostSend(wr)
-					if errors.Is(err, uverbs.ErrBusy) && time.Since(busySince) < 60*time.Second {
+					if errors.Is(err, uverbs.ErrBusy) && guard.Err() == nil {
 						time.Sleep(100 * time.Microsecond)
 						continue
 					}
@@ -615,8 +615,7 @@ func TestConcurrentPosters(t *testing.T) {
 		}()
 	}
 	var wc [8]uverbs.WorkCompletion
-	deadline := time.Now().Add(60 * time.Second)
-	for len(seen) < total && time.Now().Before(deadline) {
+	for len(seen) < total && guard.Err() == nil {
 		n, err := a.cq.Poll(wc[:])
 		if err != nil {
 			t.Fatal(err)
