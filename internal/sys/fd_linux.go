@@ -2,8 +2,10 @@ package sys
 
 import (
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -13,10 +15,36 @@ import (
 // /dev/infiniband/rdma_cm). Calls hold a read lock so Close cannot
 // release the number while a call runs (and let another open reuse it).
 // The uverbs command fd has no poll support, so it stays a raw fd.
+//
+// An FD that becomes unreachable without Close is closed by a cleanup
+// (the garbage collector's), counted (LeakedFDs) and reported with
+// slog.Warn: the program forgot a Close, and the kernel objects behind
+// the fd go with it.
 type FD struct {
 	mu   sync.RWMutex
 	raw  int   // -1 once closed
 	fake *Fake // the test's device behind this fd, or nil (fake_linux.go)
+	net  runtime.Cleanup
+}
+
+// leakedFDs counts FDs closed by their cleanup.
+var leakedFDs atomic.Int64
+
+// LeakedFDs is how many FDs became unreachable without Close (and were
+// closed by their cleanup) in this process.
+func LeakedFDs() int64 { return leakedFDs.Load() }
+
+// fdLeak is what the cleanup of an unclosed FD needs: not the FD.
+type fdLeak struct {
+	raw  int
+	path string
+}
+
+func fdLeaked(l fdLeak) {
+	unix.Close(l.raw)
+	leakedFDs.Add(1)
+	slog.Warn("purerdma: a device file was not closed; the garbage collector closed it (close what opened it, a uverbs.Context, when done)",
+		"path", l.path, "fd", l.raw)
 }
 
 // Open opens a character device read-write, close-on-exec.
@@ -28,7 +56,9 @@ func Open(path string) (*FD, error) {
 	if err != nil {
 		return nil, errnoErr("open "+path, err)
 	}
-	return &FD{raw: raw}, nil
+	f := &FD{raw: raw}
+	f.net = runtime.AddCleanup(f, fdLeaked, fdLeak{raw, path})
+	return f, nil
 }
 
 // Close closes the fd once; later calls return ErrClosed.
@@ -41,6 +71,7 @@ func (f *FD) Close() error {
 	if fk := f.faked(); fk != nil {
 		fk.Close(f.raw)
 	}
+	f.net.Stop()
 	err := unix.Close(f.raw)
 	f.raw = -1
 	return errnoErr("close", err)
