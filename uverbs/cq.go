@@ -212,33 +212,6 @@ func (cq *CQ) Size() int {
 	return cq.size
 }
 
-// pollSlow is Poll for a nil or closed CQ, one with a lock, or another
-// provider's.
-func (cq *CQ) pollSlow(wc []WorkCompletion) (int, error) {
-	if cq == nil {
-		return 0, errNil("CQ.Poll", "CQ")
-	}
-	if cq.locks {
-		return cq.pollLocked(wc)
-	}
-	return cq.pollUnlocked(wc)
-}
-
-// pollLocked is Poll for a CQ without a TD, kept apart so the TD path
-// has no defer to set up (see QP.postSendLocked).
-func (cq *CQ) pollLocked(wc []WorkCompletion) (int, error) {
-	cq.mu.Lock()
-	defer cq.mu.Unlock()
-	return cq.pollUnlocked(wc)
-}
-
-func (cq *CQ) pollUnlocked(wc []WorkCompletion) (int, error) {
-	if cq.closed.Load() {
-		return 0, errClosedCQ
-	}
-	return cq.q.Poll(wcView(wc)), nil
-}
-
 var errClosedCQ = &sys.Error{Op: "uverbs: CQ", Err: ErrClosed}
 
 // RequestNotify arms the CQ: its channel gets an event for the next

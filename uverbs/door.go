@@ -62,7 +62,7 @@ func (d *cqDoor) close() {
 //go:nosplit
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq == nil || cq.door.rxe == nil {
-		return cq.pollSlow(wc)
+		return cq.pollIface(wc)
 	}
 	// rxe without a lock: rxe.CQ.Poll's loop, written out here (a call
 	// and a frame less, see docs/performance.md).
@@ -80,6 +80,36 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 			q.SawErrors(cons, n)
 		}
 		atomic.StoreUint32(&h.ConsumerIndex, cons)
+	}
+	return n, nil
+}
+
+// pollIface is Poll for a nil or closed CQ, one with a lock, or another
+// provider's: through the provider interface, with the lock (a CQ
+// without a TD) taken and released here, without a defer (the
+// providers' Poll does not panic: each reads its ring through masked
+// indices and writes only wc). A function of its own, so that Poll's
+// rxe loop keeps its machine code. No stack check: the frame is small,
+// and what it calls checks its own.
+//
+//go:nosplit
+func (cq *CQ) pollIface(wc []WorkCompletion) (int, error) {
+	if cq == nil {
+		return 0, errNil("CQ.Poll", "CQ")
+	}
+	locks := cq.locks
+	if locks {
+		cq.mu.Lock()
+	}
+	if cq.closed.Load() {
+		if locks {
+			cq.mu.Unlock()
+		}
+		return 0, errClosedCQ
+	}
+	n := cq.q.Poll(wcView(wc))
+	if locks {
+		cq.mu.Unlock()
 	}
 	return n, nil
 }

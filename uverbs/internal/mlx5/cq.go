@@ -148,7 +148,7 @@ type CQ struct {
 	ncqe    uint32
 	cqeSize int
 	cqn     uint32
-	dbrec   []byte
+	dbrec   *[DBRecSize]byte
 	uar     []byte // the UAR page (CQDoorbell+8 bytes at least), nil: cannot arm
 	w       Writer
 	ci      uint32 // consumer index, libmlx5's cons_index
@@ -195,7 +195,7 @@ func NewCQ(c CQConfig) (*CQ, error) {
 	}
 	_, dev := c.Writer.(Device)
 	return &CQ{cqes: cqes, half: half, dev: dev, buf: c.Buf[:s.NCQE*s.CQESize], ncqe: uint32(s.NCQE), cqeSize: s.CQESize, cqn: c.CQN,
-		dbrec: c.DBRec[:DBRecSize], uar: c.UAR, w: c.Writer}, nil
+		dbrec: (*[DBRecSize]byte)(c.DBRec), uar: c.UAR, w: c.Writer}, nil
 }
 
 // ConsumerIndex is the count of CQEs consumed (24 bits reach the device).
@@ -230,11 +230,15 @@ func (q *CQ) Poll(c *CQE) (got, ok bool) {
 // update_cons_index), telling the device the CQEs before it are free.
 func (q *CQ) UpdateCI() {
 	if q.dev {
-		mmio.StoreUint32BE(q.dbrec, CQSetCIDBR, q.ci&0xffffff)
+		mmio.StoreUint32BE(q.dbrec[:], CQSetCIDBR, q.ci&0xffffff)
 		return
 	}
-	q.w.StoreUint32BE(q.dbrec, CQSetCIDBR, q.ci&0xffffff)
+	q.updateCIWriter()
 }
+
+// updateCIWriter is UpdateCI through the Writer (tests), apart so that
+// UpdateCI is small enough to be inlined.
+func (q *CQ) updateCIWriter() { q.w.StoreUint32BE(q.dbrec[:], CQSetCIDBR, q.ci&0xffffff) }
 
 // Arm requests a completion event for the next CQE (solicited false) or
 // the next solicited one, as cq.c mlx5_arm_cq: the arm word sn<<28 | cmd
@@ -249,7 +253,7 @@ func (q *CQ) Arm(solicited bool) error {
 		cmd = armSolicited
 	}
 	word := (q.armSN&3)<<28 | cmd | q.ci&0xffffff
-	q.w.StoreUint32BE(q.dbrec, CQArmDBR, word)
+	q.w.StoreUint32BE(q.dbrec[:], CQArmDBR, word)
 	q.w.WriteBarrier()
 	q.w.StoreUint64BE(q.uar, CQDoorbell, uint64(word)<<32|uint64(q.cqn))
 	q.w.WriteBarrier()
@@ -413,11 +417,11 @@ func reqCompletion(b *[CQESize]byte) (wcOpcode, wcFlags uint8, byteLen uint32) {
 // consumes it.
 func (q *CQ) peek() *[CQESize]byte {
 	n := q.ci
-	b := q.cqes.Slot(n<<q.half | q.half)
-	if opOwn := b[63]; opOwn>>4 == CQEInvalid || (opOwn&cqeOwnerMask != 0) != (n&q.ncqe != 0) {
-		return nil
+	b := q.cqes.Slot(n<<(q.half&31) | q.half) // &31: no shift-width test
+	if opOwn := b[63]; opOwn>>4 != CQEInvalid && uint32(opOwn&cqeOwnerMask)*q.ncqe == n&q.ncqe {
+		return b
 	}
-	return b
+	return nil
 }
 
 // Next consumes the CQE Peek returned.

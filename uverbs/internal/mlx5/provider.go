@@ -258,16 +258,21 @@ var wcFlags = func() (t [16]provider.WCFlags) {
 	return t
 }()
 
+// Poll moves up to len(wc) completions into wc and returns how many.
+// An empty CQ costs the ownership test of one CQE, before anything else
+// (not even a stack check: the frame is small, and what Poll calls
+// checks its own).
+//
+//go:nosplit
 func (q *provCQ) Poll(wc []provider.WC) int {
-	n := 0
-	c := &q.cqe
 	cq := q.q
+	b := cq.peek()
+	if b == nil || len(wc) == 0 {
+		return 0
+	}
+	n := 0
 	ci := cq.ConsumerIndex()
-	for n < len(wc) {
-		b := cq.peek()
-		if b == nil {
-			break
-		}
+	for {
 		readBarrier()
 		// A requester's success in the plain format (opcode 0, no
 		// compression bits): read in place, without decoding a CQE.
@@ -280,47 +285,61 @@ func (q *provCQ) Poll(wc []provider.WC) int {
 				w.Imm, w.QPNum, w.SrcQP, w.Flags = 0, qp.qp.Num, 0, wcFlags[flags]
 				w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = 0, 0, 0, 0, 0
 				n++
-				continue
+			} else {
+				n += q.pollDecoded(wc[n:])
 			}
+		} else {
+			n += q.pollDecoded(wc[n:])
 		}
-		got, ok := cq.Poll(c)
-		if !got {
+		if n == len(wc) {
 			break
 		}
-		if !ok {
-			continue // undecodable: consumed, as a corrupt entry must not wedge the queue
+		if b = cq.peek(); b == nil {
+			break
 		}
-		qp := q.p.qpByUIdx(c.SRQNUIdx)
-		if qp == nil || qp.qp == nil {
-			continue // a QP destroyed since (its CQEs were cleaned; a stray one is dropped)
-		}
-		w := &wc[n]
-		w.Status, w.Opcode, w.VendorErr, w.ByteLen = uint32(c.Status), uint32(c.WCOpcode), uint32(c.VendorErr), c.ByteLen
-		w.QPNum, w.SrcQP, w.Flags = qp.qp.Num, c.SrcQP, wcFlags[c.WCFlags&(WCFlagGRH|WCFlagWithImm|WCFlagWithInv)]
-		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = c.PKeyIndex, c.SLID, c.SL, c.PathBits, 0
-		w.Imm = 0
-		if c.WCFlags&(WCFlagWithImm|WCFlagWithInv) != 0 {
-			w.Imm = c.Imm // immediate data or the invalidated rkey, as in ibv_wc
-		}
-		switch {
-		case c.Requester():
-			w.WRID = qp.sq.Complete(c.WQECounter)
-		case qp.srq != nil:
-			w.WRID = qp.srq.complete(c.WQECounter)
-		case qp.rq != nil:
-			w.WRID = qp.rq.Complete(c.WQECounter)
-		}
-		if c.Status != WCSuccess {
-			q.p.ctx.SawErrorCompletion(qp.qp.Num)
-		}
-		n++
 	}
 	// The doorbell record only when CQEs were consumed (undecodable and
-	// stray ones included): an empty poll writes nothina.
-	if q.q.ConsumerIndex() != ci {
-		q.q.UpdateCI()
+	// stray ones included): an empty poll writes nothing.
+	if cq.ConsumerIndex() != ci {
+		cq.UpdateCI()
 	}
 	return n
+}
+
+// pollDecoded decodes the CQE software owns at the consumer index,
+// consumes it, and moves its completion into wc[0] (1), or drops it
+// (0): undecodable (a corrupt entry must not wedge the queue), or of a
+// QP destroyed since (its CQEs were cleaned; a stray one is dropped).
+func (q *provCQ) pollDecoded(wc []provider.WC) int {
+	c := &q.cqe
+	got, ok := q.q.Poll(c)
+	if !got || !ok {
+		return 0
+	}
+	qp := q.p.qpByUIdx(c.SRQNUIdx)
+	if qp == nil || qp.qp == nil {
+		return 0
+	}
+	w := &wc[0]
+	w.Status, w.Opcode, w.VendorErr, w.ByteLen = uint32(c.Status), uint32(c.WCOpcode), uint32(c.VendorErr), c.ByteLen
+	w.QPNum, w.SrcQP, w.Flags = qp.qp.Num, c.SrcQP, wcFlags[c.WCFlags&(WCFlagGRH|WCFlagWithImm|WCFlagWithInv)]
+	w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = c.PKeyIndex, c.SLID, c.SL, c.PathBits, 0
+	w.Imm = 0
+	if c.WCFlags&(WCFlagWithImm|WCFlagWithInv) != 0 {
+		w.Imm = c.Imm // immediate data or the invalidated rkey, as in ibv_wc
+	}
+	switch {
+	case c.Requester():
+		w.WRID = qp.sq.Complete(c.WQECounter)
+	case qp.srq != nil:
+		w.WRID = qp.srq.complete(c.WQECounter)
+	case qp.rq != nil:
+		w.WRID = qp.rq.Complete(c.WQECounter)
+	}
+	if c.Status != WCSuccess {
+		q.p.ctx.SawErrorCompletion(qp.qp.Num)
+	}
+	return 1
 }
 
 func (q *provCQ) ResizeDriverOutLen() int { return 0 }
@@ -591,11 +610,11 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
 			if qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 && n == 1 &&
 				wr.RemoteAddr%8 == 0 && wr.SGL[0].Length >= AtomicSize && q.sq.maxGS >= 1 {
-				op, swap, cmp := uint8(OpAtomicCS), wr.Swap, wr.CompareAdd
+				op := uint8(OpAtomicCS)
 				if wr.Opcode == provider.WRAtomicFetchAndAdd {
-					op, swap, cmp = OpAtomicFA, wr.CompareAdd, 0
+					op = OpAtomicFA
 				}
-				if q.sq.PutAtomic(op, sendFM(wr.Flags), wr.RemoteAddr, wr.RKey, swap, cmp, wr.SGL[0].Addr, wr.SGL[0].LKey, wr.WRID) != nil {
+				if q.sq.PutAtomic(op, sendFM(wr.Flags), wr) != nil {
 					return provider.ErrSendQueueFull
 				}
 				return nil
@@ -605,14 +624,14 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 		case op == 0:
 		case wr.Flags&provider.SendInline == 0:
 			if n <= q.sq.maxGS {
-				if q.sq.PutPlain(op, sendFM(wr.Flags), imm, wr.RemoteAddr, wr.RKey, raddr, wr.SGL, wr.WRID) != nil {
+				if q.sq.PutPlain(op, sendFM(wr.Flags), imm, raddr, wr) != nil {
 					return provider.ErrSendQueueFull
 				}
 				return nil
 			}
 		default:
 			if total, ok := inlineTotal(wr.SGL, qp.Cap.MaxInlineData); ok && total <= q.sq.maxInline {
-				done, err := q.sq.PutInline(op, sendFM(wr.Flags), imm, wr.RemoteAddr, wr.RKey, raddr, wr.SGL, total, wr.WRID)
+				done, err := q.sq.PutInline(op, sendFM(wr.Flags), imm, raddr, wr, total)
 				if done {
 					if err == ErrBusy { // PutInline's own, unwrapped
 						return provider.ErrSendQueueFull

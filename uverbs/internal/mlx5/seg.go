@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"math/rand/v2"
 )
 
@@ -11,6 +12,13 @@ import (
 // the golden-bytes test compares them with the C header's.
 
 var be = binary.BigEndian
+
+// putBE64 is be.PutUint64 written so that the compiler makes it one
+// 8-byte store: given a value some of whose bytes it knows are zero (a
+// ctrl segment's opmod, signature, reserved bytes), be.PutUint64 is
+// compiled into byte, word and long stores of the parts. The bytes are
+// the same on any host: v byte-reversed, stored little-endian.
+func putBE64(b []byte, v uint64) { binary.LittleEndian.PutUint64(b, bits.ReverseBytes64(v)) }
 
 // PutCtrl writes a control segment (struct mlx5_wqe_ctrl_seg, 16 bytes) as
 // mlx5dv_set_ctrl_seg does: idx is the WQE's position counter (sq.cur_post,
@@ -22,16 +30,16 @@ var be = binary.BigEndian
 // stream channel are written as zero.
 func PutCtrl(b []byte, opcode, opmod uint8, idx uint16, qpn uint32, ds uint8, fmCeSe uint8, imm uint32) {
 	_ = b[15]
-	be.PutUint64(b[0:], uint64(uint32(opmod)<<24|uint32(idx)<<8|uint32(opcode))<<32|uint64(qpn<<8|uint32(ds)))
-	be.PutUint64(b[8:], uint64(fmCeSe)<<32|uint64(imm))
+	putBE64(b[0:], uint64(uint32(opmod)<<24|uint32(idx)<<8|uint32(opcode))<<32|uint64(qpn<<8|uint32(ds)))
+	putBE64(b[8:], uint64(fmCeSe)<<32|uint64(imm))
 }
 
 // PutRAddr writes a remote address segment (struct mlx5_wqe_raddr_seg).
 func PutRAddr(b []byte, raddr uint64, rkey uint32) {
 	_ = b[15]
-	be.PutUint64(b[0:], raddr)
-	be.PutUint32(b[8:], rkey)
-	be.PutUint32(b[12:], 0)
+	putBE64(b[0:], raddr)
+	putBE64(b[8:], uint64(rkey)<<32) // rkey, then 4 reserved bytes
+
 }
 
 // PutAtomic writes an atomic segment (struct mlx5_wqe_atomic_seg):
@@ -41,17 +49,16 @@ func PutRAddr(b []byte, raddr uint64, rkey uint32) {
 // the value given, zero for fetch-and-add).
 func PutAtomic(b []byte, swapAdd, compare uint64) {
 	_ = b[15]
-	be.PutUint64(b[0:], swapAdd)
-	be.PutUint64(b[8:], compare)
+	putBE64(b[0:], swapAdd)
+	putBE64(b[8:], compare)
 }
 
 // PutData writes a data (scatter/gather) segment (struct
 // mlx5_wqe_data_seg) as mlx5dv_set_data_seg does.
 func PutData(b []byte, length, lkey uint32, addr uint64) {
 	_ = b[15]
-	be.PutUint32(b[0:], length)
-	be.PutUint32(b[4:], lkey)
-	be.PutUint64(b[8:], addr)
+	putBE64(b[0:], uint64(length)<<32|uint64(lkey))
+	putBE64(b[8:], addr)
 }
 
 // PutDataEnd writes the terminator of a receive scatter list: byte count

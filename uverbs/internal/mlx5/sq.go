@@ -28,14 +28,18 @@ type SQ struct {
 	maxPost   uint32
 	maxGS     int
 	maxInline int
-	dbrec     []byte
+	dbrec     *[DBRecSize]byte
 	bf        *BlueFlame
+	bfDS      int // the largest WQE, in 16-byte units, Ring copies to the BlueFlame buffer; 0: none
 	w         Writer
 	// segs views buf as 16-byte segments, index masked to the ring, so
 	// the plain-request builder writes without bounds checks; dev is set
 	// when w is Device{}: Ring calls the mmio stores directly.
 	segs mmio.Ring[[SegSize]byte]
-	dev  bool
+	// blocks views buf as 64-byte blocks the same way, for Ring's
+	// BlueFlame copy.
+	blocks mmio.Ring[[SendWQEBB]byte]
+	dev    bool
 
 	// SignalAll makes every work request signaled (sq_sig_all at create).
 	SignalAll bool
@@ -111,14 +115,27 @@ func NewSQ(c SQConfig) (*SQ, error) {
 	if err != nil {
 		return nil, invalid("send queue ring: %v", err)
 	}
+	blocks, err := mmio.NewRing[[SendWQEBB]byte](c.Buf[:s.WQECnt*SendWQEBB], uint64(s.WQECnt), SendWQEBB)
+	if err != nil {
+		return nil, invalid("send queue ring: %v", err)
+	}
 	_, dev := c.Writer.(Device)
 	return &SQ{
-		segs: segs, dev: dev,
+		segs: segs, blocks: blocks, dev: dev,
 		buf: c.Buf[:s.WQECnt*SendWQEBB], mask: uint32(s.WQECnt - 1), qpn: c.QPN & 0xffffff, qpType: c.Type,
 		maxPost: uint32(s.MaxPost), maxGS: s.MaxGS, maxInline: s.MaxInline,
-		dbrec: c.DBRec[:DBRecSize], bf: c.BlueFlame, w: c.Writer,
+		dbrec: (*[DBRecSize]byte)(c.DBRec), bf: c.BlueFlame, bfDS: bfDS(c.BlueFlame), w: c.Writer,
 		wrid: make([]uint64, s.WQECnt), wqeHead: make([]uint32, s.WQECnt), inlHdr: -1,
 	}, nil
+}
+
+// bfDS is SQ.bfDS for the register bf: half of it, none without
+// BlueFlame.
+func bfDS(bf *BlueFlame) int {
+	if !bf.blueFlame {
+		return 0
+	}
+	return bf.half / SegSize
 }
 
 // Outstanding is the number of work requests posted and not yet retired.
@@ -181,13 +198,14 @@ func (q *SQ) Begin(opcode, fmCeSe uint8, imm uint32) error {
 	return nil
 }
 
-// PutPlain builds a whole work request with no inline data, atomic or
-// datagram segment in one call, straight into the ring: the ctrl
-// segment, the remote address segment when hasRAddr (RDMA write and
-// read), and one data segment per gather entry of non-zero length. The
-// caller has checked the opcode for the QP type and that len(sgl) is at
-// most the queue's MaxGS. It returns ErrBusy when the queue is full.
-func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint32, hasRAddr bool, sgl []provider.SGE, wrID uint64) error {
+// PutPlain builds the whole work request wr, with no inline data,
+// atomic or datagram segment, in one call straight into the ring: the
+// ctrl segment (opcode, fmCeSe, imm), the remote address segment when
+// hasRAddr (RDMA write and read: wr.RemoteAddr, wr.RKey), and one data
+// segment per gather entry of wr.SGL of non-zero length. The caller has
+// checked the opcode for the QP type and that len(wr.SGL) is at most the
+// queue's MaxGS. It returns ErrBusy when the queue is full.
+func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
@@ -198,11 +216,11 @@ func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint3
 	i := cur * (SendWQEBB / SegSize)
 	ds := uint32(1)
 	if hasRAddr {
-		PutRAddr(q.segs.Slot(i + 1)[:], raddr, rkey)
+		PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
 		ds++
 	}
-	for k := range sgl {
-		s := &sgl[k]
+	for k := range wr.SGL {
+		s := &wr.SGL[k]
 		if s.Length == 0 {
 			continue // counted, no segment (as Data)
 		}
@@ -210,68 +228,69 @@ func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint3
 		ds++
 	}
 	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	q.done(cur, ds, wr.WRID, false)
+	return nil
+}
+
+// done records the work request just built at block counter cur, ds
+// 16-byte units long: its id for the completion, the queue's counters,
+// and what Ring needs of it.
+func (q *SQ) done(cur, ds uint32, wrID uint64, inline bool) {
 	idx := cur & q.mask
 	q.wrid[idx] = wrID
 	q.wqeHead[idx] = q.head
 	q.head++
-	q.curPost = cur + (ds*SegSize+SendWQEBB-1)/SendWQEBB
+	q.curPost = cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
 	q.building = false
 	q.pending++
-	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, int(ds), false
-	return nil
+	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, int(ds), inline
 }
 
-// PutAtomic builds a whole compare-and-swap (OpAtomicCS: swap, compare)
-// or fetch-and-add (OpAtomicFA: swapAdd is the addend, compare is
-// written as 0) in one call, straight into the ring: ctrl, remote
-// address, atomic and the 8-byte data segment of the local buffer. The
-// caller has made CheckSend's checks. It returns ErrBusy when the queue
-// is full.
-func (q *SQ) PutAtomic(opcode, fmCeSe uint8, raddr uint64, rkey uint32, swapAdd, compare uint64, addr uint64, lkey uint32, wrID uint64) error {
+// PutAtomic builds the whole compare-and-swap (OpAtomicCS: wr.Swap,
+// wr.CompareAdd) or fetch-and-add (OpAtomicFA: wr.CompareAdd is the
+// addend, compare is written as 0) wr in one call, straight into the
+// ring: ctrl, remote address, atomic and the 8-byte data segment of the
+// local buffer wr.SGL[0]. The caller has made CheckSend's checks. It
+// returns ErrBusy when the queue is full.
+func (q *SQ) PutAtomic(opcode, fmCeSe uint8, wr *provider.SendWR) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
 	if q.SignalAll {
 		fmCeSe |= CtrlCQUpdate
 	}
+	swapAdd, compare := wr.Swap, wr.CompareAdd
 	if opcode == OpAtomicFA {
-		compare = 0
+		swapAdd, compare = wr.CompareAdd, 0
 	}
+	sge := &wr.SGL[0]
 	cur := q.curPost
 	i := cur * (SendWQEBB / SegSize)
-	PutRAddr(q.segs.Slot(i + 1)[:], raddr, rkey)
+	PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
 	PutAtomic(q.segs.Slot(i + 2)[:], swapAdd, compare)
-	PutData(q.segs.Slot(i + 3)[:], AtomicSize, lkey, addr)
+	PutData(q.segs.Slot(i + 3)[:], AtomicSize, sge.LKey, sge.Addr)
 	const ds = 4
 	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, ds, fmCeSe, 0)
-	idx := cur & q.mask
-	q.wrid[idx] = wrID
-	q.wqeHead[idx] = q.head
-	q.head++
-	q.curPost = cur + 1
-	q.building = false
-	q.pending++
-	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, ds, false
+	q.done(cur, ds, wr.WRID, false)
 	return nil
 }
 
-// PutInline builds a whole work request with inline data in one call,
-// straight into the ring: the ctrl segment, the remote address segment
-// when hasRAddr (RDMA write), and the inline segment holding the total
-// bytes of sgl, read with provider.CopyInline (memory that cannot be
-// read is its error, and nothing is posted). The caller has checked the
-// opcode for the QP type and that total is the sum of sgl's lengths, at
-// most the queue's MaxInline. It returns false, doing nothing, when the
-// data would wrap at the ring's end (then Begin, Inline and Finish
-// build it), and ErrBusy when the queue is full.
-func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint32, hasRAddr bool, sgl []provider.SGE, total int, wrID uint64) (bool, error) {
+// PutInline builds the whole work request wr with inline data in one
+// call, straight into the ring: the ctrl segment, the remote address
+// segment when hasRAddr (RDMA write), and the inline segment holding the
+// total bytes of wr.SGL, read with provider.CopyInline (memory that
+// cannot be read is its error, and nothing is posted). The caller has
+// checked the opcode for the QP type and that total is the sum of the
+// gather lengths, at most the queue's MaxInline. It returns false, doing
+// nothing, when the data would wrap at the ring's end (then Begin, Inline
+// and Finish build it), and ErrBusy when the queue is full.
+func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, total int) (bool, error) {
 	cur := q.curPost
-	idx := cur & q.mask
 	ds := uint32(1)
 	if hasRAddr {
 		ds++
 	}
-	hdr := int(idx)*SendWQEBB + int(ds)*SegSize // in the WQE's first block
+	hdr := int(cur&q.mask)*SendWQEBB + int(ds)*SegSize // in the WQE's first block
 	if hdr+4+total > len(q.buf) {
 		return false, nil
 	}
@@ -279,27 +298,21 @@ func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, raddr uint64, rkey uint
 		return true, ErrBusy
 	}
 	if total > 0 {
-		if _, err := provider.CopyInline(q.buf[hdr+4:hdr+4+total], sgl); err != nil {
+		if _, err := provider.CopyInline(q.buf[hdr+4:hdr+4+total], wr.SGL); err != nil {
 			return true, err
 		}
 		PutInlineHeader(q.buf[hdr:], uint32(total))
+		ds += uint32(total+4+SegSize-1) / SegSize // InlineDS
 	}
 	if q.SignalAll {
 		fmCeSe |= CtrlCQUpdate
 	}
 	i := cur * (SendWQEBB / SegSize)
 	if hasRAddr {
-		PutRAddr(q.segs.Slot(i + 1)[:], raddr, rkey)
+		PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
 	}
-	ds += uint32(InlineDS(total))
 	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
-	q.wrid[idx] = wrID
-	q.wqeHead[idx] = q.head
-	q.head++
-	q.curPost = cur + (ds*SegSize+SendWQEBB-1)/SendWQEBB
-	q.building = false
-	q.pending++
-	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, int(ds), total > 0
+	q.done(cur, ds, wr.WRID, total > 0)
 	return true, nil
 }
 
@@ -480,25 +493,31 @@ func (q *SQ) Ring() {
 	if q.pending == 0 {
 		return
 	}
-	bf := q.bf
-	if q.dev {
-		// On the device: qp.c post_send_db's order, without the Writer's
-		// indirect calls.
-		mmio.StoreUint32BE(q.dbrec, SndDBR, q.curPost&0xffff)
-		mmio.WriteBarrier()
-		if !q.bfCopy() || !q.copyBF(q.lastStart, (q.lastDS*SegSize+SendWQEBB-1)/SendWQEBB) {
-			mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart / SegSize))[:]))
-		}
-		mmio.WriteBarrier()
-		bf.offset ^= bf.half
-		q.pending = 0
+	if !q.dev {
+		q.ringWriter()
 		return
 	}
-	q.w.StoreUint32BE(q.dbrec, SndDBR, q.curPost&0xffff)
+	// On the device: qp.c post_send_db's order, without the Writer's
+	// indirect calls.
+	bf := q.bf
+	mmio.StoreUint32BE(q.dbrec[:], SndDBR, q.curPost&0xffff)
+	mmio.WriteBarrier()
+	if !q.bfCopy() || !q.copyBFDev(uint32(q.lastStart)/SendWQEBB, uint32(q.lastDS+3)/4) {
+		mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart) / SegSize)[:]))
+	}
+	mmio.WriteBarrier()
+	bf.offset ^= bf.half
+	q.pending = 0
+}
+
+// ringWriter is Ring through the Writer (tests).
+func (q *SQ) ringWriter() {
+	bf := q.bf
+	q.w.StoreUint32BE(q.dbrec[:], SndDBR, q.curPost&0xffff)
 	q.w.WriteBarrier()
 	copied := false
 	if q.bfCopy() {
-		copied = q.copyBF(q.lastStart, (q.lastDS*SegSize+SendWQEBB-1)/SendWQEBB)
+		copied = q.copyBF(q.lastStart, int(uint(q.lastDS+3)/4))
 	}
 	if !copied {
 		q.w.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.buf[q.lastStart:]))
@@ -509,9 +528,26 @@ func (q *SQ) Ring() {
 }
 
 // bfCopy says whether Ring copies the last WQE to the BlueFlame buffer:
-// one work request, inline or PreferBF, at most half the register.
+// one work request, inline or PreferBF, of more than one segment and at
+// most half the register.
 func (q *SQ) bfCopy() bool {
-	return (q.lastInline || q.PreferBF) && q.pending == 1 && q.bf.blueFlame && q.lastDS > 1 && q.lastDS <= q.bf.half/SegSize
+	return (q.lastInline || q.PreferBF) && q.pending == 1 && q.lastDS > 1 && q.lastDS <= q.bfDS
+}
+
+// copyBFDev is copyBF on the device: n blocks from block k of the
+// ring, without the Writer.
+func (q *SQ) copyBFDev(k, n uint32) bool {
+	bf := q.bf
+	dst := bf.reg[bf.offset:]
+	if n == 1 { // the usual case, without the loop
+		return mmio.Copy64(dst, q.blocks.Slot(k))
+	}
+	for i := range n {
+		if !mmio.Copy64(dst[i*SendWQEBB:], q.blocks.Slot(k+i)) {
+			return false
+		}
+	}
+	return true
 }
 
 // copyBF copies n blocks of the WQE at ring offset off to the current
@@ -552,5 +588,5 @@ func (q *SQ) Complete(counter uint16) uint64 {
 func (q *SQ) Reset() {
 	q.curPost, q.head, q.pending, q.building = 0, 0, 0, false
 	q.tail.Store(0)
-	q.w.StoreUint32BE(q.dbrec, SndDBR, 0)
+	q.w.StoreUint32BE(q.dbrec[:], SndDBR, 0)
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,5 +33,15 @@ func TestCopyInlineFault(t *testing.T) {
 	_, err = CopyInline(dst, []SGE{{Addr: addr, Length: 6}, {Addr: addr + 100, Length: 8}})
 	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "no readable memory") {
 		t.Errorf("CopyInline of unmapped memory = %v, want EINVAL", err)
+	}
+	// One entry (CopyInline's path without the loop) names entry 0.
+	_, err = CopyInline(dst, []SGE{{Addr: addr + 8, Length: 4}})
+	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "inline data of entry 0") {
+		t.Errorf("CopyInline of one unmapped entry = %v, want EINVAL naming entry 0", err)
+	}
+	// The goroutine's fault setting is what it was before (off) after
+	// the faults and the copies.
+	if debug.SetPanicOnFault(false) {
+		t.Error("CopyInline left the goroutine's SetPanicOnFault on")
 	}
 }

@@ -26,12 +26,13 @@ func As[V, T any](p *T) *V {
 }
 
 // SliceAs views s as a slice of V, whose elements have the layout of
-// T's.
+// T's: s's own header reinterpreted (the same pointer, length and
+// capacity; no checks to run on the poll path).
 func SliceAs[V, T any](s []T) []V {
 	var v V
 	var t T
 	if unsafe.Sizeof(t) != unsafe.Sizeof(v) {
 		panic("provider.SliceAs: elements of different sizes")
 	}
-	return unsafe.Slice((*V)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
+	return *(*[]V)(unsafe.Pointer(&s))
 }
