@@ -1,13 +1,26 @@
 package uverbs
 
-import "github.com/purerdma/rdma/uverbs/internal/rxe"
+import (
+	"fmt"
+
+	"github.com/purerdma/rdma/uverbs/internal/rxe"
+	"github.com/purerdma/rdma/uverbs/internal/siw"
+)
 
 // BreakDoorbell makes the doorbell of qp's send queue fail with EINVAL
 // (it names a QP handle that does not exist) until restore is called, so
-// tests can see what a failed doorbell leaves behind. For the package's
-// external tests.
+// tests can see what a failed doorbell leaves behind: rxe's and siw's
+// doorbells, an empty POST_SEND. For the package's external tests.
 func BreakDoorbell(qp *QP) (restore func()) {
-	restore, err := qp.q.(*rxe.QP).BreakDoorbell()
+	var err error
+	switch q := qp.q.(type) {
+	case *rxe.QP:
+		restore, err = q.BreakDoorbell()
+	case *siw.QP:
+		restore, err = q.BreakDoorbell()
+	default:
+		err = fmt.Errorf("BreakDoorbell: no test hook for %T", q)
+	}
 	if err != nil {
 		panic(err)
 	}

@@ -3,6 +3,7 @@ package uverbs_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -122,6 +123,17 @@ func recvErrWC(qp *uverbs.QP, wrid uint64, st uverbs.WCStatus) uverbs.WorkComple
 	wc := errWC(qp, wrid, st)
 	if iwarp() {
 		wc.Opcode = uverbs.WCRecv
+	}
+	return wc
+}
+
+// sendErrWC is errWC for a send request whose completion has opcode op:
+// siw (iWARP) also reports a send request's opcode in a completion in
+// error.
+func sendErrWC(qp *uverbs.QP, wrid uint64, st uverbs.WCStatus, op uverbs.WCOpcode) uverbs.WorkCompletion {
+	wc := errWC(qp, wrid, st)
+	if iwarp() {
+		wc.Opcode = op
 	}
 	return wc
 }
@@ -1138,13 +1150,17 @@ func TestRecvBufferTooSmall(t *testing.T) {
 }
 
 // TestBadRKey: an RDMA write or read with a wrong rkey completes with a
-// remote access error; the QP is then in error and flushes the rest.
+// remote access error; the QP is then in error and flushes the rest. On
+// iWARP the responder answers with a TERMINATE instead (badRKeyIWARP).
 func TestBadRKey(t *testing.T) {
-	testenv.NotIWARP(t, "an iWARP RDMA WRITE completes once sent, and a responder's access error ends the connection with a TERMINATE, not a NAK the requester's work request completes with; RDMAP has no atomics")
 	for _, op := range []uverbs.WROpcode{uverbs.WRRDMAWrite, uverbs.WRRDMARead, uverbs.WRAtomicFetchAndAdd} {
 		t.Run(op.String(), func(t *testing.T) {
 			a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 			bad := b.mr.RKey() ^ 0x5a
+			if iwarp() {
+				badRKeyIWARP(t, a, b, op, bad)
+				return
+			}
 			err := a.qp.PostSend(&uverbs.SendWR{WRID: 1, Opcode: op, Flags: uverbs.SendSignaled,
 				SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: bad,
 				Next: &uverbs.SendWR{WRID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(0, 8)}}})
@@ -1162,6 +1178,79 @@ func TestBadRKey(t *testing.T) {
 				t.Errorf("after a remote access error the QP is %v, want ERR", attr.State)
 			}
 		})
+	}
+}
+
+// badRKeyIWARP is TestBadRKey on iWARP, where a responder's access error
+// ends the connection with a TERMINATE (RFC 5040), not a NAK that fails
+// the requester's work request. What siw reports (Linux 6.1 and 6.12):
+//
+//   - RDMA WRITE: the write completes with success once sent, before the
+//     responder saw the rkey. The responder finds the wrong key
+//     (siw_proc_write), sends a TERMINATE and closes the connection,
+//     which moves its QP to ERR and flushes its receives; the TERMINATE
+//     ends the requester's connection too, which flushes the requester's
+//     receives. Neither side gets an asynchronous event.
+//   - RDMA READ: the responder checks the rkey when it sends the
+//     response, fails with QP_REQ_ERR (an asynchronous event on its QP),
+//     sends a TERMINATE and drops the connection, but leaves its QP in
+//     RTS: its receives are flushed when user space moves it to ERR (as
+//     rdmacm does when it processes the DISCONNECTED). The requester's
+//     READ is flushed (WCWRFlushErr), with its receives.
+//   - Atomics: refused at post (RDMAP has none).
+//
+// Each side learns of the error from a completion in error (and the
+// READ's responder from its event); later posts are refused, as siw
+// flushes nothing posted after the QP stopped.
+func badRKeyIWARP(t *testing.T, a, b *end, op uverbs.WROpcode, bad uint32) {
+	wr := &uverbs.SendWR{WRID: 1, Opcode: op, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: bad}
+	if iwarpLacks(op) {
+		wantNotSupported(t, a.qp.PostSend(wr))
+		noMoreWCs(t, a.cq, "sender")
+		return
+	}
+	wantA := append([]byte(nil), fillPattern(a.buf[:8], 1)...)
+	wantB := append([]byte(nil), fillPattern(b.buf[:8], 2)...)
+	mustPostRecv(t, a, 6, a.sge(100, 64))
+	mustPostRecv(t, b, 5, b.sge(100, 64))
+	mustPostSend(t, a, wr)
+	first := sendWC(a.qp, 1, uverbs.WCRDMAWrite, 8)
+	if op == uverbs.WRRDMARead {
+		first = sendErrWC(a.qp, 1, uverbs.WCWRFlushErr, uverbs.WCRDMARead)
+	}
+	checkWCs(t, "requester", []uverbs.WorkCompletion{first, recvErrWC(a.qp, 6, uverbs.WCWRFlushErr)}, pollWCs(t, a.cq, 2))
+	if op == uverbs.WRRDMARead {
+		waitQPEvent(t, b, uverbs.EventQPReqErr)
+		if err := b.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkWCs(t, "responder", []uverbs.WorkCompletion{recvErrWC(b.qp, 5, uverbs.WCWRFlushErr)}, pollWCs(t, b.cq, 1))
+	wantBytes(t, "requester's buffer", wantA, a.buf[:8])
+	wantBytes(t, "responder's buffer", wantB, b.buf[:8])
+	for _, e := range []*end{a, b} {
+		refusedInERR(t, e.ctx.Device().Name+" PostSend after the error", e.qp.PostSend(&uverbs.SendWR{WRID: 10, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{e.sge(0, 8)}}))
+		refusedInERR(t, e.ctx.Device().Name+" PostRecv after the error", e.qp.PostRecv(&uverbs.RecvWR{WRID: 11, SGL: []uverbs.SGE{e.sge(0, 64)}}))
+		noMoreWCs(t, e.cq, e.ctx.Device().Name+" posts refused after the error")
+	}
+}
+
+// waitQPEvent reads e's context's asynchronous events until one of type
+// want for e's QP arrives, logging the others; its 30 s only end a hang.
+func waitQPEvent(t *testing.T, e *end, want uverbs.AsyncEventType) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		ev, err := e.ctx.AsyncEvent(ctx)
+		if err != nil {
+			t.Fatalf("waiting for %v on %s's QP: %v", want, e.ctx.Device().Name, err)
+		}
+		if ev.Type == want && ev.QP == e.qp {
+			return
+		}
+		t.Logf("other event: %v", ev)
 	}
 }
 

@@ -1,6 +1,7 @@
 package uverbs_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -126,26 +127,48 @@ func postRefusedBeforeRTSIWARP(t *testing.T, a, b *end) {
 // TestDoorbellFailureFlushes: when the doorbell fails after work requests
 // were written to the send queue, they cannot be taken back; the QP is
 // moved to ERR so that they complete with WCWRFlushErr instead of running
-// at the next doorbell.
+// at the next doorbell. On rxe the requests are fetch-and-adds and the
+// peer's counter shows whether one ran; iWARP has no atomics, so on siw
+// they are RDMA WRITEs of a pattern and the peer's memory shows it.
 func TestDoorbellFailureFlushes(t *testing.T) {
-	testenv.NotIWARP(t, "BreakDoorbell breaks rxe's doorbell only (export_test.go), and the test counts fetch-and-adds, which RDMAP has not")
 	a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+	wr, ran := func(wrid uint64) *uverbs.SendWR { return fetchAdd(a, b, wrid) }, func() bool { return counter(b) != 0 }
+	wcOp := uverbs.WCFetchAdd
+	if iwarp() {
+		wcOp = uverbs.WCRDMAWrite
+		wr = func(wrid uint64) *uverbs.SendWR {
+			off := 1024 * int(wrid)
+			fillPattern(a.buf[off:off+16], byte(wrid))
+			return &uverbs.SendWR{WRID: wrid, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+				SGL: []uverbs.SGE{a.sge(off, 16)}, RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey()}
+		}
+		ran = func() bool {
+			return !bytes.Equal(b.buf[1024:1024+16], make([]byte, 16)) || !bytes.Equal(b.buf[2048:2048+16], make([]byte, 16))
+		}
+	}
 	restore := uverbs.BreakDoorbell(a.qp)
-	err := a.qp.PostSend(fetchAdd(a, b, 1))
+	err := a.qp.PostSend(wr(1))
 	restore()
 	// The kernel's errno for an unknown handle: ENOENT on 6.1.
 	if err == nil || !strings.Contains(err.Error(), "WCWRFlushErr") {
 		t.Fatalf("PostSend with a failing doorbell = %v, want an error saying the request is flushed", err)
 	}
 	t.Logf("PostSend: %v", err)
-	checkWCs(t, "request behind the failed doorbell", []uverbs.WorkCompletion{errWC(a.qp, 1, uverbs.WCWRFlushErr)}, pollWCs(t, a.cq, 1))
+	checkWCs(t, "request behind the failed doorbell", []uverbs.WorkCompletion{sendErrWC(a.qp, 1, uverbs.WCWRFlushErr, wcOp)}, pollWCs(t, a.cq, 1))
 	if st := a.qp.State(); st != uverbs.QPStateErr {
 		t.Errorf("QP state after the failed doorbell: %v, want ERR", st)
 	}
-	mustPostSend(t, a, fetchAdd(a, b, 2))
-	checkWCs(t, "next post", []uverbs.WorkCompletion{errWC(a.qp, 2, uverbs.WCWRFlushErr)}, pollWCs(t, a.cq, 1))
-	if n := counter(b); n != 0 {
-		t.Errorf("the counter was added to %d times, want never", n)
+	if iwarp() {
+		// siw flushes nothing posted after the QP entered ERR, so the
+		// provider refuses the post (docs/providers.md, siw).
+		refusedInERR(t, "the next post", a.qp.PostSend(wr(2)))
+		noMoreWCs(t, a.cq, "post refused in ERR")
+	} else {
+		mustPostSend(t, a, wr(2))
+		checkWCs(t, "next post", []uverbs.WorkCompletion{errWC(a.qp, 2, uverbs.WCWRFlushErr)}, pollWCs(t, a.cq, 1))
+	}
+	if ran() {
+		t.Error("a request behind the failed doorbell, or posted after it, ran at the peer")
 	}
 }
 
@@ -153,14 +176,29 @@ func TestDoorbellFailureFlushes(t *testing.T) {
 // receive posted later completes with WCWRFlushErr, although the QP's
 // cached state still said RTS. The library learns of the error from the
 // completions in error that Poll returns.
+//
+// On iWARP (siw) a responder's access error ends the connection with a
+// TERMINATE: the bad RDMA WRITE itself completes with success once sent
+// (TestBadRKey), and both QPs' posted receives are flushed when the
+// kernel stops them. Such a flush is the completion in error the library
+// learns from; siw flushes nothing posted after that, so the receive
+// posted later is refused at post (EINVAL naming ERR) instead of
+// flushed.
 func TestRecvFlushedAfterDeviceError(t *testing.T) {
-	testenv.NotIWARP(t, "the device errors are rxe's: an iWARP RDMA WRITE with a bad rkey completes once sent (the responder's error ends the connection with a TERMINATE), and the stale-error case reconnects a reset QP by QP modify")
 	badWrite := func(a, b *end) *uverbs.SendWR {
 		return &uverbs.SendWR{WRID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 			SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey() ^ 0x5a}
 	}
 	t.Run("own QP", func(t *testing.T) {
 		a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
+		if iwarp() {
+			mustPostRecv(t, a, 6, a.sge(0, 64))
+			mustPostSend(t, a, badWrite(a, b))
+			checkWCs(t, "bad rkey", []uverbs.WorkCompletion{sendWC(a.qp, 1, uverbs.WCRDMAWrite, 8), recvErrWC(a.qp, 6, uverbs.WCWRFlushErr)}, pollWCs(t, a.cq, 2))
+			refusedInERR(t, "PostRecv after the error", a.qp.PostRecv(&uverbs.RecvWR{WRID: 7, SGL: []uverbs.SGE{a.sge(0, 64)}}))
+			noMoreWCs(t, a.cq, "receive refused after the error")
+			return
+		}
 		mustPostSend(t, a, badWrite(a, b))
 		checkWCs(t, "bad rkey", []uverbs.WorkCompletion{errWC(a.qp, 1, uverbs.WCRemAccessErr)}, pollWCs(t, a.cq, 1))
 		mustPostRecv(t, a, 7, a.sge(0, 64))
@@ -173,14 +211,24 @@ func TestRecvFlushedAfterDeviceError(t *testing.T) {
 		a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
 		mustPostRecv(t, b, 5, b.sge(0, 64))
 		mustPostSend(t, a, badWrite(a, b))
-		checkWCs(t, "bad rkey", []uverbs.WorkCompletion{errWC(a.qp, 1, uverbs.WCRemAccessErr)}, pollWCs(t, a.cq, 1))
+		if iwarp() {
+			checkWCs(t, "bad rkey", []uverbs.WorkCompletion{sendWC(a.qp, 1, uverbs.WCRDMAWrite, 8)}, pollWCs(t, a.cq, 1))
+		} else {
+			checkWCs(t, "bad rkey", []uverbs.WorkCompletion{errWC(a.qp, 1, uverbs.WCRemAccessErr)}, pollWCs(t, a.cq, 1))
+		}
 		// The responder's access error moved b to ERR, which flushed
 		// its posted receive.
-		checkWCs(t, "receiver's posted receive", []uverbs.WorkCompletion{errWC(b.qp, 5, uverbs.WCWRFlushErr)}, pollWCs(t, b.cq, 1))
+		checkWCs(t, "receiver's posted receive", []uverbs.WorkCompletion{recvErrWC(b.qp, 5, uverbs.WCWRFlushErr)}, pollWCs(t, b.cq, 1))
+		if iwarp() {
+			refusedInERR(t, "PostRecv after the error", b.qp.PostRecv(&uverbs.RecvWR{WRID: 6, SGL: []uverbs.SGE{b.sge(0, 64)}}))
+			noMoreWCs(t, b.cq, "receive refused after the error")
+			return
+		}
 		mustPostRecv(t, b, 6, b.sge(0, 64))
 		checkWCs(t, "receive posted after the error", []uverbs.WorkCompletion{errWC(b.qp, 6, uverbs.WCWRFlushErr)}, pollWCs(t, b.cq, 1))
 	})
 	t.Run("stale error", func(t *testing.T) {
+		testenv.NotIWARP(t, "the case connects a reset QP again by QP modify; an iWARP QP reaches RTS only through the iWARP CM")
 		// An error completion polled after the QP was reset and
 		// connected again must not break the healthy QP.
 		a, b := newPair(t, pairOpts{typ: uverbs.QPTypeRC})
@@ -229,4 +277,15 @@ func TestRecvFlushedAfterDeviceError(t *testing.T) {
 			t.Errorf("State = %v, want RTS", st)
 		}
 	})
+}
+
+// refusedInERR checks the error of a post to a QP in ERR on iWARP: siw
+// flushes nothing posted after the QP stopped, so the provider refuses
+// the post (EINVAL naming ERR) and posts nothing (docs/providers.md, siw).
+func refusedInERR(t *testing.T, what string, err error) {
+	t.Helper()
+	var pe *uverbs.PostError
+	if !errors.Is(err, syscall.EINVAL) || !strings.Contains(err.Error(), "ERR") || errors.As(err, &pe) {
+		t.Errorf("%s = %v, want EINVAL naming ERR, nothing posted", what, err)
+	}
 }

@@ -478,12 +478,13 @@ func (q *QP) postFailed(first, wr *provider.SendWR, start uint32, err error) err
 
 // doorbellFailed: published requests cannot be taken back (the kernel
 // reads any VALID entry when it next runs the queue), so the QP is moved
-// to ERR, which stops the send queue for good.
+// to ERR, which flushes them (siw_sq_flush: WCWRFlushErr) and stops the
+// send queue for good.
 func (q *QP) doorbellFailed(posted int, dbErr error) error {
 	if err := q.p.ctx.ModifyToErr(q.qp); err != nil {
 		return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue; moving the QP to ERR failed too (%v): they may run later", dbErr, posted, err)
 	}
-	return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue: the QP was moved to ERR, so they do not run", dbErr, posted)
+	return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, posted)
 }
 
 // PostRecv writes receives into the QP's receive queue: shared memory
@@ -578,3 +579,18 @@ func (q *srq) Unmap() error {
 // these are asked.
 func (p *Provider) AHDriverOutLen() int                                    { return 0 }
 func (p *Provider) AHCreated(*provider.AH, *provider.AHAttr, []byte) error { return nil }
+
+// BreakDoorbell makes the QP's doorbell fail with EINVAL (its POST_SEND
+// names a QP handle that does not exist) until restore is called, for
+// tests of what a failed doorbell leaves behind.
+func (q *QP) BreakDoorbell() (restore func(), err error) {
+	good, goodBell := q.db, q.bell
+	req := abi.PostSend{QPHandle: ^uint32(0), WQESize: uint32(abi.SizeofSendWR), Response: uint64(sys.PointerTo(q.dbOut))}
+	db := q.p.ctx.FD().CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
+	bell, err := q.p.ctx.FD().Doorbell(db)
+	if err != nil {
+		return nil, err
+	}
+	q.db, q.bell = db, bell
+	return func() { q.db, q.bell = good, goodBell }, nil
+}
