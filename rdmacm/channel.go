@@ -231,12 +231,13 @@ func (ch *EventChannel) process(r *abi.UCMEventResp) *Event {
 			}
 		}
 	case EventEstablished:
-		// iWARP: the kernel's CM moved the QP to RTS itself. The RTS
-		// modify is a no-op for the kernel that tells uverbs (siw's
-		// QUERY_QP does not report the state).
+		// iWARP: the kernel's CM moved the QP to RTS itself; uverbs
+		// records it without a MODIFY_QP (siw's QUERY_QP does not report
+		// the state, and a modify would hold siw's QP state lock while
+		// the peer's first data may be arriving: it would stay unread).
 		if qp := id.QP(); qp != nil {
 			if d, ok := id.Device(); ok && d.Transport == uverbs.TransportIWARP {
-				if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState); err != nil {
+				if err := qp.EstablishedByCM(); err != nil {
 					ev.Type, ev.Status = EventConnectError, errnoStatus(err)
 				}
 			}

@@ -1,5 +1,7 @@
 package rsocket
 
+import "fmt"
+
 // Buffered polls the connection and returns how many bytes it has
 // received and not yet handed to Read, so that tests can wait for data
 // to arrive without consuming it.
@@ -38,4 +40,13 @@ func (c *Conn) Nudges() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nudges
+}
+
+// Internals describes c's iWARP start-up state and counters, for a test
+// that reports a connection that stopped moving.
+func (c *Conn) Internals() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("msgSend=%v quiet=%v heard=%v nudges=%d ctrl=%d/%d sqeAvail=%d rcv=%d/%d sseq=%d/%d",
+		c.msgSend, c.quiet, c.heard, c.nudges, c.ctrlSeq, c.ctrlMax, c.sqeAvail, c.rcvSeq, c.rcvLimit, c.sseqNo, c.sseqComp)
 }

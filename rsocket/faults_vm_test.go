@@ -114,17 +114,24 @@ func TestManyConnections(t *testing.T) {
 	cycle := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		// A hang guard, not a time limit: the deadline only ends a
+		// connection that stopped, and the error reports both ends.
+		hang := time.Now().Add(60 * time.Second)
 		srv := make(chan error, 1)
+		accepted := make(chan *rsocket.Conn, 1)
 		go func() {
 			srv <- func() error {
 				s, err := l.AcceptContext(ctx)
 				if err != nil {
+					close(accepted)
 					return err
 				}
+				accepted <- s
 				defer s.Close()
+				s.SetDeadline(hang)
 				b := make([]byte, 1)
 				if _, err := io.ReadFull(s, b); err != nil {
-					return err
+					return fmt.Errorf("server read: %w", err)
 				}
 				_, err = s.Write(b)
 				return err
@@ -134,14 +141,19 @@ func TestManyConnections(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		c.SetDeadline(hang)
 		if _, err := c.Write([]byte{7}); err != nil {
 			c.Close()
 			return err
 		}
 		b := make([]byte, 1)
 		if _, err := io.ReadFull(c, b); err != nil || b[0] != 7 {
+			msg := fmt.Sprintf("echo %v, %v; client: %s", b, err, c.(*rsocket.Conn).Internals())
+			if s, ok := <-accepted; ok {
+				msg += "; server: " + s.Internals()
+			}
 			c.Close()
-			return fmt.Errorf("echo %v, %v", b, err)
+			return fmt.Errorf("%s; %v", msg, <-srv)
 		}
 		if err := c.Close(); err != nil {
 			return err

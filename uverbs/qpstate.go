@@ -403,6 +403,41 @@ func ahAttrFromDest(d abi.QPDest) AHAttr {
 		SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate, IsGlobal: d.IsGlobal != 0, PortNum: int(d.PortNum)}
 }
 
+// EstablishedByCM records that the kernel's connection manager moved
+// this iWARP QP to RTS: the connection's ESTABLISHED event (rdma_cm)
+// says so, and package rdmacm calls this when it takes that event. It
+// asks the kernel nothing. A MODIFY_QP to RTS would change nothing in
+// the kernel, but siw runs it holding the QP's state lock, and data the
+// peer sends meanwhile stays unread in the socket until more arrives
+// (docs/providers.md, "siw"): a program that takes rdma_cm's events
+// itself calls this rather than Modify.
+//
+// It fails, and records nothing, on a QP of a device that is not iWARP,
+// a closed QP, or a QP in a state other than INIT, RTR or RTS.
+func (qp *QP) EstablishedByCM() error {
+	if qp == nil {
+		return errNil("QP.EstablishedByCM", "QP")
+	}
+	if err := qp.alive(); err != nil {
+		return err
+	}
+	if qp.ctx.dev.Transport != TransportIWARP {
+		return fmt.Errorf("uverbs: QP %#x: EstablishedByCM: %s is not iWARP; its connection manager does not move QPs (use Modify): %w",
+			qp.num, qp.ctx.dev.Name, errInvalid)
+	}
+	for {
+		w := qp.pv.State.Load()
+		switch st := QPState(w & 0xff); st {
+		case QPStateInit, QPStateRTR, QPStateRTS:
+		default:
+			return fmt.Errorf("uverbs: QP %#x: EstablishedByCM: the QP is in %v, not INIT, RTR or RTS: %w", qp.num, st, errInvalid)
+		}
+		if qp.pv.State.CompareAndSwap(w, w&^0xff|uint32(QPStateRTS)) {
+			return nil
+		}
+	}
+}
+
 // Query reads the QP's attributes (ibv_query_qp). The kernel reports
 // all of them; mask is passed along for devices that read it. It also
 // refreshes State, except on siw, whose kernel driver does not report
