@@ -4,55 +4,38 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs/devstest"
 	"github.com/purerdma/rdma/internal/testutils"
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// useDevDir points the device checks at a /dev/infiniband of the test's
-// own, which exists or not, and returns its path.
+// useDevDir is devstest.UseDir.
 func useDevDir(t *testing.T, exists bool) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "infiniband")
-	if exists {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	old := devDir
-	devDir = dir
-	t.Cleanup(func() { devDir = old })
-	return dir
+	return devstest.UseDir(t, exists)
 }
 
 // useDeviceFakes makes the commands see only devs, whose network
 // interfaces have the addresses in addrs.
 func useDeviceFakes(t *testing.T, devs []uverbs.Device, addrs map[string][]netip.Addr) {
 	t.Helper()
-	oldList, oldAddrs := listDevices, netdevAddrs
-	listDevices = func() ([]uverbs.Device, error) { return devs, nil }
-	netdevAddrs = func(name string) []netip.Addr { return addrs[name] }
-	t.Cleanup(func() { listDevices, netdevAddrs = oldList, oldAddrs })
+	devstest.UseDevices(t, devs, addrs)
 }
 
 // The VM's devices as the fakes describe them.
 var (
-	fakeRxe = []uverbs.Device{
-		{Name: "rxe0", Ports: []uverbs.Port{{Num: 1, LinkLayer: "Ethernet", Netdev: "veth0"}}},
-		{Name: "rxe1", Ports: []uverbs.Port{{Num: 1, LinkLayer: "Ethernet", Netdev: "veth1"}}},
-		{Name: "mlx5_0", Ports: []uverbs.Port{{Num: 1, LinkLayer: "InfiniBand"}}},
-	}
-	fakeRxeAddrs = map[string][]netip.Addr{
-		"veth0": {netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("fd00:198:18::1")},
-		"veth1": {netip.MustParseAddr("198.18.0.2")},
-	}
-	fakeRxeList = "rxe0 (veth0 198.18.0.1 fd00:198:18::1), rxe1 (veth1 198.18.0.2), mlx5_0"
+	fakeRxe      = devstest.Rxe
+	fakeRxeAddrs = devstest.RxeAddrs
+	fakeRxeList  = devstest.RxeList
 )
+
+// linkAddHint says how to get a device where there is none.
+const linkAddHint = devs.LinkAddHint
 
 // deviceCheckTimeout bounds a command that should fail at once: one that
 // waits for a peer instead runs into it and fails the test.
@@ -72,59 +55,6 @@ func runChecked(t *testing.T, args []string, want string) {
 	}
 	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), want) {
 		t.Errorf("%q = %d, stdout %q, stderr %q; want 1, nothing and %q", args, code, stdout.String(), stderr.String(), want)
-	}
-}
-
-func TestFindDevice(t *testing.T) {
-	useDeviceFakes(t, fakeRxe, fakeRxeAddrs)
-	if d, err := findDevice("rxe1"); err != nil || d.Name != "rxe1" {
-		t.Errorf(`findDevice("rxe1") = %q, %v`, d.Name, err)
-	}
-	if d, err := findDevice(""); err != nil || d.Name != "rxe0" {
-		t.Errorf(`findDevice("") = %q, %v; want the first device`, d.Name, err)
-	}
-	_, err := findDevice("rxe9")
-	want := `no RDMA device named "rxe9"; the RDMA devices here: ` + fakeRxeList
-	if err == nil || err.Error() != want {
-		t.Errorf("findDevice(rxe9) = %v, want %q", err, want)
-	}
-
-	for _, exists := range []bool{false, true} {
-		useDeviceFakes(t, nil, nil)
-		dir := useDevDir(t, exists)
-		want := "no RDMA device: " + dir + " does not exist (no RDMA driver is loaded); " + linkAddHint
-		if exists {
-			want = "no RDMA device: " + dir + " has no verbs device; " + linkAddHint
-		}
-		for _, name := range []string{"", "rxe0"} {
-			if _, err := findDevice(name); err == nil || err.Error() != want {
-				t.Errorf("findDevice(%q) without devices, %s there: %v, want %q", name, dir, err, want)
-			}
-		}
-	}
-}
-
-func TestBindError(t *testing.T) {
-	useDeviceFakes(t, fakeRxe, fakeRxeAddrs)
-	kernel := os.ErrNotExist // stands in for the kernel's error
-	for _, tt := range []struct {
-		addr string
-		want string // "" for the kernel's error unchanged
-	}{
-		{"198.18.0.99:7174", "no RDMA device has the address 198.18.0.99; the RDMA devices here: " + fakeRxeList + " (file does not exist)"},
-		{"127.0.0.1:1", "no RDMA device has the address 127.0.0.1; the RDMA devices here: " + fakeRxeList + " (file does not exist)"},
-		{"198.18.0.2:7174", ""}, // a device has it: the kernel's reason stands
-		{"[::ffff:198.18.0.1]:7174", ""},
-		{"0.0.0.0:7174", ""},
-	} {
-		err := bindError(netip.MustParseAddrPort(tt.addr), kernel)
-		want := tt.want
-		if want == "" {
-			want = kernel.Error()
-		}
-		if err.Error() != want {
-			t.Errorf("bindError(%s) = %q, want %q", tt.addr, err, want)
-		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -142,7 +143,7 @@ func ppRun(ctx context.Context, kind string, side ppSide, cTool string, args []s
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	code := exitCode(cmd.Run(), &stderr)
+	code := toolrun.ExitCode(cmd.Run(), &stderr)
 	return ppResult{code, stdout.String(), stderr.String()}
 }
 
@@ -408,20 +409,6 @@ func ppWaitCancel(t *testing.T, port int, cancel func(), done chan ppResult, wan
 	}
 }
 
-// exitCode is a finished tool's exit status from its Run or Wait error:
-// -1 when it did not exit normally. A non-nil err is appended to stderr.
-func exitCode(err error, stderr *bytes.Buffer) int {
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintf(stderr, "[%v]", err)
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
-}
-
 // TestPingpongJSON runs the Go command with -json against itself and,
 // as the client, against the C tool, and checks that each Go end prints
 // one JSON summary, and nothing else, with the run's values.
@@ -450,7 +437,7 @@ func TestPingpongJSON(t *testing.T) {
 					continue
 				}
 				var s ppSummaryJSON
-				if err := decodeOneJSON(x.r.stdout, &s); err != nil {
+				if err := toolrun.DecodeOneJSON(x.r.stdout, &s); err != nil {
 					t.Fatalf("%s stdout is not one JSON summary: %v\n%s", x.role, err, x.r.stdout)
 				}
 				bytes := int64(tt.size) * iters * 2

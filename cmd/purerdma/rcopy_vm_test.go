@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -53,12 +54,12 @@ func rcFile(t *testing.T, dir string, n int) (string, []byte) {
 // turn (each with its own want status) and then ends the server (C's
 // serves for ever; a Go server given -n ends by itself). It returns the
 // server's result and the clients'.
-func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (rpResult, []rpResult) {
+func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (toolrun.Result, []toolrun.Result) {
 	t.Helper()
 	testenv.Devices(t, 2)
 	tool := ""
 	if server.c || slicesAny(clients) {
-		tool = rpTool(t, "rcopy")
+		tool = toolrun.Tool(t, "rcopy")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -67,12 +68,12 @@ func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (rpResult, []rpResult) {
 	port := rpNextPort()
 	p := []string{"-p", strconv.Itoa(port)}
 	server.args = append(server.args, p...)
-	pid, sdone := startEnd(t, sctx, "rcopy", tool, server.c, server.args, server)
-	rpWaitListening(t, ctx, cancel, rpTool(t, "rdma"), port, pid, sdone)
-	var crs []rpResult
+	pid, sdone := toolrun.Start(t, sctx, runContext, "rcopy", tool, server.c, server.args, server)
+	toolrun.WaitListening(t, ctx, cancel, toolrun.Tool(t, "rdma"), port, pid, sdone)
+	var crs []toolrun.Result
 	for _, c := range clients {
 		c.args = append(c.args, p...)
-		_, cdone := startEnd(t, ctx, "rcopy", tool, c.c, c.args, c)
+		_, cdone := toolrun.Start(t, ctx, runContext, "rcopy", tool, c.c, c.args, c)
 		crs = append(crs, <-cdone)
 	}
 	if server.c {
@@ -143,12 +144,12 @@ func TestRcopyInterop(t *testing.T) {
 			client := rcEnd{c: tt.cClient, args: []string{src, rpServerAddr + ":" + dst}}
 			sr, crs := rcRun(t, server, []rcEnd{client})
 			cr := crs[0]
-			if cr.code != 0 || (!tt.cServer && sr.code != 0) {
+			if cr.Code != 0 || (!tt.cServer && sr.Code != 0) {
 				t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 			}
 			rcCheckCopy(t, dst, data)
-			if !rcClientOut(n).MatchString(cr.stdout) {
-				t.Errorf("client stdout %q", cr.stdout)
+			if !rcClientOut(n).MatchString(cr.Stdout) {
+				t.Errorf("client stdout %q", cr.Stdout)
 			}
 			// The client's address is either of the fabric's (the
 			// kernel picks the source).
@@ -156,18 +157,18 @@ func TestRcopyInterop(t *testing.T) {
 				regexp.QuoteMeta(dst) + `, transferring\.\.\.` + strconv.Itoa(n) + ` bytes\.\.\.closing\.\.\.`)
 			if !tt.cServer {
 				// -n 1: it ends after the first connection.
-				if !wantS.MatchString(sr.stdout) || !strings.HasSuffix(sr.stdout, "closing...done\n") {
-					t.Errorf("server stdout %q", sr.stdout)
+				if !wantS.MatchString(sr.Stdout) || !strings.HasSuffix(sr.Stdout, "closing...done\n") {
+					t.Errorf("server stdout %q", sr.Stdout)
 				}
-			} else if !wantS.MatchString(sr.stdout) { // killed: its last line, unflushed, is lost
-				t.Errorf("C server stdout %q", sr.stdout)
+			} else if !wantS.MatchString(sr.Stdout) { // killed: its last line, unflushed, is lost
+				t.Errorf("C server stdout %q", sr.Stdout)
 			}
 			for _, e := range []struct {
 				end rcEnd
-				r   rpResult
+				r   toolrun.Result
 			}{{server, sr}, {client, cr}} {
-				if !e.end.c && e.r.stderr != "" {
-					t.Errorf("%v stderr %q, want nothing", e.end, e.r.stderr)
+				if !e.end.c && e.r.Stderr != "" {
+					t.Errorf("%v stderr %q, want nothing", e.end, e.r.Stderr)
 				}
 			}
 		})
@@ -190,18 +191,18 @@ func TestRcopyRefused(t *testing.T) {
 			bad := rcEnd{args: []string{src, rpServerAddr + ":" + filepath.Join(dir, "no", "such", "dir")}}
 			good := rcEnd{args: []string{src, rpServerAddr + ":" + dst}}
 			sr, crs := rcRun(t, server, []rcEnd{bad, good})
-			if crs[0].code != 1 || !strings.Contains(crs[0].stderr, "no such file or directory") {
+			if crs[0].Code != 1 || !strings.Contains(crs[0].Stderr, "no such file or directory") {
 				t.Errorf("client to a missing directory: %v; want status 1 and ENOENT", crs[0])
 			}
-			if crs[1].code != 0 {
+			if crs[1].Code != 0 {
 				t.Fatalf("the next client: %v\nserver: %v", crs[1], sr)
 			}
 			rcCheckCopy(t, dst, data)
-			if !cServer && sr.code != 0 {
+			if !cServer && sr.Code != 0 {
 				t.Errorf("server: %v", sr)
 			}
-			if !strings.Contains(sr.stdout, "unable to open destination file\n") {
-				t.Errorf("server stdout %q, want the refusal", sr.stdout)
+			if !strings.Contains(sr.Stdout, "unable to open destination file\n") {
+				t.Errorf("server stdout %q, want the refusal", sr.Stdout)
 			}
 		})
 	}

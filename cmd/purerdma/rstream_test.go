@@ -12,14 +12,23 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/purerdma/rdma/internal/testutils"
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/rsocket"
 )
+
+// rpPorts gives each run of the rsocket commands' tests (rstream,
+// riostream, rcopy) its own port, so that no run meets another's
+// listener.
+var rpPorts atomic.Int32
+
+func rpNextPort() int { return 7300 + int(rpPorts.Add(1)) }
 
 // rsDefaults is the options of a command line without flags.
 var rsDefaults = rsOptions{tool: "rstream", format: "name", port: 7471, size: 1000, count: 1000, iters: 1, inline: 64}
@@ -384,24 +393,24 @@ func (e rsEnd) String() string {
 
 // rsStart starts one end under ctx and returns its pid and where its
 // result arrives.
-func rsStart(t *testing.T, ctx context.Context, rstream string, e rsEnd) (int, <-chan rpResult) {
+func rsStart(t *testing.T, ctx context.Context, rstream string, e rsEnd) (int, <-chan toolrun.Result) {
 	t.Helper()
-	return startEnd(t, ctx, e.name(), rstream, e.c, e.args, e)
+	return toolrun.Start(t, ctx, runContext, e.name(), rstream, e.c, e.args, e)
 }
 
 // rsWaitFunc waits until the server started as pid listens on port; it
 // fails the test if the server ends first or ctx does.
-type rsWaitFunc func(t *testing.T, ctx context.Context, cancel func(), port, pid int, done <-chan rpResult)
+type rsWaitFunc func(t *testing.T, ctx context.Context, cancel func(), port, pid int, done <-chan toolrun.Result)
 
 // rsPair runs a server and then, once it listens, a client, each with
 // "-p port", under one timeout, and returns both results. The server is
 // ended if the client fails; a run that outlives the timeout is killed
 // and fails the test.
-func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration, wait rsWaitFunc) (sr, cr rpResult) {
+func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration, wait rsWaitFunc) (sr, cr toolrun.Result) {
 	t.Helper()
 	rstream := ""
 	if server.c || client.c {
-		rstream = rpTool(t, server.name())
+		rstream = toolrun.Tool(t, server.name())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -412,7 +421,7 @@ func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration,
 	wait(t, ctx, cancel, port, pid, sdone)
 	_, cdone := rsStart(t, ctx, rstream, client)
 	cr = <-cdone
-	if cr.code != 0 {
+	if cr.Code != 0 {
 		cancel() // the server may wait for a client that is gone
 	}
 	sr = <-sdone
@@ -424,7 +433,7 @@ func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration,
 
 // rsWaitTCP is an rsWaitFunc for TCP servers: it polls the kernel's
 // socket tables (a probe connection would use up the server's accept).
-func rsWaitTCP(t *testing.T, ctx context.Context, cancel func(), port, _ int, done <-chan rpResult) {
+func rsWaitTCP(t *testing.T, ctx context.Context, cancel func(), port, _ int, done <-chan toolrun.Result) {
 	t.Helper()
 	for {
 		if tcpListening(t, port) {
@@ -530,15 +539,15 @@ func rsWantRows(t *testing.T, args []string) []rsRow {
 // rsCheck checks a run that both ends should have passed: exit statuses
 // 0, both outputs in rstream's format with the rows of want, and the
 // time-independent columns of the two sides the same.
-func rsCheck(t *testing.T, server, client rsEnd, sr, cr rpResult, want []rsRow) {
+func rsCheck(t *testing.T, server, client rsEnd, sr, cr toolrun.Result, want []rsRow) {
 	t.Helper()
-	if sr.code != 0 || cr.code != 0 {
+	if sr.Code != 0 || cr.Code != 0 {
 		t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 	}
-	srows, serr := rsParse(sr.stdout)
-	crows, cerr := rsParse(cr.stdout)
+	srows, serr := rsParse(sr.Stdout)
+	crows, cerr := rsParse(cr.Stdout)
 	if serr != nil || cerr != nil {
-		t.Fatalf("server %v: %v\n%s\nclient %v: %v\n%s", server, serr, sr.stdout, client, cerr, cr.stdout)
+		t.Fatalf("server %v: %v\n%s\nclient %v: %v\n%s", server, serr, sr.Stdout, client, cerr, cr.Stdout)
 	}
 	allow := cmp.AllowUnexported(rsRow{})
 	if diff := cmp.Diff(want, srows, allow); diff != "" {
@@ -549,10 +558,10 @@ func rsCheck(t *testing.T, server, client rsEnd, sr, cr rpResult, want []rsRow) 
 	}
 	for _, e := range []struct {
 		end rsEnd
-		r   rpResult
+		r   toolrun.Result
 	}{{server, sr}, {client, cr}} {
-		if !e.end.c && e.r.stderr != "" {
-			t.Errorf("%v stderr %q, want nothing", e.end, e.r.stderr)
+		if !e.end.c && e.r.Stderr != "" {
+			t.Errorf("%v stderr %q, want nothing", e.end, e.r.Stderr)
 		}
 	}
 }
@@ -589,18 +598,18 @@ func TestRstreamTCPJSON(t *testing.T) {
 	server := rsEnd{args: append([]string{"-b", "127.0.0.1", "-k", "5"}, common...)}
 	client := rsEnd{args: append([]string{"-s", "127.0.0.1"}, common...)}
 	sr, cr := rsPair(t, server, client, freePort(t), time.Minute, rsWaitTCP)
-	if sr.code != 0 || cr.code != 0 {
+	if sr.Code != 0 || cr.Code != 0 {
 		t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 	}
-	if want := "purerdma: rstream: warning: -k 5 ignored: keepalive is not supported\n"; sr.stderr != want || cr.stderr != "" {
-		t.Errorf("stderr: server %q, client %q; want %q and nothing", sr.stderr, cr.stderr, want)
+	if want := "purerdma: rstream: warning: -k 5 ignored: keepalive is not supported\n"; sr.Stderr != want || cr.Stderr != "" {
+		t.Errorf("stderr: server %q, client %q; want %q and nothing", sr.Stderr, cr.Stderr, want)
 	}
-	for _, e := range []struct{ role, out string }{{"server", sr.stdout}, {"client", cr.stdout}} {
+	for _, e := range []struct{ role, out string }{{"server", sr.Stdout}, {"client", cr.Stdout}} {
 		if strings.Count(e.out, "\n") != 1 {
 			t.Errorf("%s stdout is not one line:\n%s", e.role, e.out)
 		}
 		var row rstreamRowJSON
-		if err := decodeOneJSON(e.out, &row); err != nil {
+		if err := toolrun.DecodeOneJSON(e.out, &row); err != nil {
 			t.Fatalf("%s stdout is not one JSON row: %v\n%s", e.role, err, e.out)
 		}
 		want := rstreamRowJSON{Role: e.role, Transport: "tcp", Name: "custom", Bytes: 1000, Xfers: 20, Iters: 3,
@@ -630,14 +639,14 @@ func TestRstreamTCPVerifyFails(t *testing.T) {
 	server := rsEnd{args: []string{"-T", "s", "-T", "v", "-b", "127.0.0.1", "-S", "64", "-C", "2"}}
 	client := rsEnd{args: []string{"-T", "s", "-s", "127.0.0.1", "-S", "64", "-C", "2"}}
 	sr, cr := rsPair(t, server, client, freePort(t), time.Minute, rsWaitTCP)
-	if want := "purerdma: rstream: custom: sync: data verification failed byte 1\n"; sr.code != 1 || sr.stderr != want {
+	if want := "purerdma: rstream: custom: sync: data verification failed byte 1\n"; sr.Code != 1 || sr.Stderr != want {
 		t.Errorf("server: %v\nwant exit 1 and %q", sr, want)
 	}
-	if cr.code != 1 || !strings.HasPrefix(cr.stderr, "purerdma: rstream: custom: sync: receive 16 bytes: ") {
+	if cr.Code != 1 || !strings.HasPrefix(cr.Stderr, "purerdma: rstream: custom: sync: receive 16 bytes: ") {
 		t.Errorf("client: %v\nwant exit 1, its sync's receive failed", cr)
 	}
-	if sr.stdout != rsHeader || cr.stdout != rsHeader {
-		t.Errorf("stdout: server %q, client %q; want the header alone", sr.stdout, cr.stdout)
+	if sr.Stdout != rsHeader || cr.Stdout != rsHeader {
+		t.Errorf("stdout: server %q, client %q; want the header alone", sr.Stdout, cr.Stdout)
 	}
 }
 
@@ -647,7 +656,7 @@ func TestRstreamTCPVerifyFails(t *testing.T) {
 // without RDMA. The VM's tests do the same over rsocket.
 func TestRstreamTCPInteropC(t *testing.T) {
 	testutils.HostOnly(t)
-	rpTool(t, "rstream")
+	toolrun.Tool(t, "rstream")
 	for _, args := range [][]string{
 		{"-S", "64", "-C", "100", "-I", "10"},
 		{"-S", "65536", "-C", "16", "-I", "2"},
@@ -721,11 +730,11 @@ func rsClientSync(t *testing.T, c net.Conn) {
 
 // rsWaitInterrupted waits for a run that was interrupted to end with
 // status 1 and the message that says so.
-func rsWaitInterrupted(t *testing.T, ctx context.Context, done <-chan rpResult) {
+func rsWaitInterrupted(t *testing.T, ctx context.Context, done <-chan toolrun.Result) {
 	t.Helper()
 	select {
 	case r := <-done:
-		if want := "purerdma: rstream: interrupted: context canceled\n"; r.code != 1 || r.stderr != want {
+		if want := "purerdma: rstream: interrupted: context canceled\n"; r.Code != 1 || r.Stderr != want {
 			t.Errorf("%v\nwant exit 1 and %q", r, want)
 		}
 	case <-ctx.Done():

@@ -10,8 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/rsocket"
 	"github.com/purerdma/rdma/testenv"
+)
+
+// The rsocket commands' tests (rstream, riostream, rcopy) run servers on
+// device 0's address of the fabric under test and clients towards it
+// from device 1's (docs/testing.md).
+var (
+	rpServerAddr = testenv.Server().String()
+	rpClientAddr = testenv.Client().String()
 )
 
 // The rstream tests over rsocket run servers on rxe0's address and
@@ -49,9 +58,9 @@ var rsVMAsync = []string{"-S", "65536", "-C", "16", "-I", "2", "-T", "a"}
 
 // rsWaitRDMA is an rsWaitFunc for rsocket servers: rdma_cm listeners are
 // not sockets, so it asks the kernel's resource tracking.
-func rsWaitRDMA(t *testing.T, ctx context.Context, cancel func(), port, pid int, done <-chan rpResult) {
+func rsWaitRDMA(t *testing.T, ctx context.Context, cancel func(), port, pid int, done <-chan toolrun.Result) {
 	t.Helper()
-	rpWaitListening(t, ctx, cancel, rpTool(t, "rdma"), port, pid, done)
+	toolrun.WaitListening(t, ctx, cancel, toolrun.Tool(t, "rdma"), port, pid, done)
 }
 
 // rsVMRun runs one server and client pair over rsocket with args on
@@ -100,12 +109,12 @@ func TestRstreamGoGoJSON(t *testing.T) {
 	server := rsEnd{args: append([]string{"-b", rpServerAddr}, common...)}
 	client := rsEnd{args: append([]string{"-s", rpServerAddr, "-b", rpClientAddr}, common...)}
 	sr, cr := rsPair(t, server, client, rpNextPort(), rsVMTimeout, rsWaitRDMA)
-	if sr.code != 0 || cr.code != 0 {
+	if sr.Code != 0 || cr.Code != 0 {
 		t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 	}
-	for _, e := range []struct{ role, out string }{{"server", sr.stdout}, {"client", cr.stdout}} {
+	for _, e := range []struct{ role, out string }{{"server", sr.Stdout}, {"client", cr.Stdout}} {
 		var row rstreamRowJSON
-		if err := decodeOneJSON(e.out, &row); err != nil {
+		if err := toolrun.DecodeOneJSON(e.out, &row); err != nil {
 			t.Fatalf("%s stdout is not one JSON row: %v\n%s", e.role, err, e.out)
 		}
 		if row.Role != e.role || row.Transport != "rsocket" || row.Name != "custom" || row.Bytes != 4096 ||
@@ -136,7 +145,7 @@ func TestRstreamVMDefault(t *testing.T) {
 			client := rsEnd{c: goServer, args: []string{"-s", rpServerAddr, "-b", rpClientAddr, "-T", "v"}}
 			sr, cr := rsPair(t, server, client, rpNextPort(), 15*time.Minute, rsWaitRDMA)
 			rsCheck(t, server, client, sr, cr, rsWantRows(t, []string{"-T", "v"}))
-			t.Logf("server:\n%s\nclient:\n%s", sr.stdout, cr.stdout)
+			t.Logf("server:\n%s\nclient:\n%s", sr.Stdout, cr.Stdout)
 		})
 	}
 }
@@ -155,7 +164,7 @@ func TestRstreamVMInterrupt(t *testing.T) {
 			wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 			defer wcancel()
 			addr := net.JoinHostPort(rpServerAddr, strconv.Itoa(port))
-			var done <-chan rpResult
+			var done <-chan toolrun.Result
 			switch tt {
 			case "client sending":
 				lc := rsocket.ListenConfig{}

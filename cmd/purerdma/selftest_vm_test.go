@@ -132,32 +132,46 @@ func TestSelftestText(t *testing.T) {
 	}
 }
 
-// TestSelftestFailsOnWrongData runs the real checks with a tamper hook
-// that changes one byte of what the check is about to compare, in one
-// row at a time: that row must fail naming the data, the others pass,
-// and the command exits 1.
+// TestSelftestFailsOnWrongData runs the real checks on the fabric's
+// first device with a tamper hook that changes one byte of what the
+// check is about to compare, in one row at a time: that row must fail
+// naming the data, the others pass (or are n/a on iWARP, as in
+// TestSelftestPasses), and the command exits 1.
 func TestSelftestFailsOnWrongData(t *testing.T) {
-	testenv.Device(t)
+	f := testenv.NeedFabric(t)
+	dev := f.Devs[0]
 	for _, row := range []string{"rc send/recv", "rc rdma read", "rc compare-and-swap", "rc ring wrap", "cq resize", "srq", "send queue full"} {
 		t.Run(row, func(t *testing.T) {
+			if _, na := selftestIWARPNA[row]; na {
+				testenv.NotIWARP(t, "the row is n/a on iWARP (TestSelftestPasses)")
+			}
 			selftestTamper = func(check string, got []byte) {
 				if check == row && len(got) > 0 {
 					got[len(got)-1] ^= 0x40
 				}
 			}
 			defer func() { selftestTamper = nil }()
-			code, rep, stderr := runSelftestJSON(t, "-d", "rxe0", "-iters", "100")
-			if code != 1 || !strings.Contains(stderr, "selftest: rxe0: 1 of 20 checks failed") {
-				t.Errorf("exit %d, stderr %q; want 1 and the count", code, stderr)
+			wantNA := 0
+			if f.IWARP {
+				wantNA = len(selftestIWARPNA)
 			}
-			if rep.Failed != 1 || rep.Passed != 19 {
-				t.Errorf("%d passed, %d failed; want 19 and 1", rep.Passed, rep.Failed)
+			wantPass := len(selftestRowNames) - wantNA - 1
+			code, rep, stderr := runSelftestJSON(t, "-d", dev, "-iters", "100")
+			if msg := fmt.Sprintf("selftest: %s: 1 of %d checks failed", dev, wantPass+1); code != 1 || !strings.Contains(stderr, msg) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, msg)
+			}
+			if rep.Failed != 1 || rep.Passed != wantPass || rep.NotApplicable != wantNA {
+				t.Errorf("%d passed, %d failed, %d n/a; want %d, 1, %d", rep.Passed, rep.Failed, rep.NotApplicable, wantPass, wantNA)
 			}
 			for _, r := range rep.Rows {
+				_, na := selftestIWARPNA[r.Name]
+				na = na && f.IWARP
 				switch {
 				case r.Name == row && (r.Result != selftestFail || !strings.Contains(r.Detail, "differ") && !strings.Contains(r.Detail, "no message that was sent")):
 					t.Errorf("%s with a changed byte: %s %q, want a fail naming the bytes", r.Name, r.Result, r.Detail)
-				case r.Name != row && r.Result != selftestPass:
+				case r.Name != row && na && r.Result != selftestNA:
+					t.Errorf("%s: %s %q, want n/a", r.Name, r.Result, r.Detail)
+				case r.Name != row && !na && r.Result != selftestPass:
 					t.Errorf("%s: %s %q", r.Name, r.Result, r.Detail)
 				}
 			}
@@ -167,16 +181,30 @@ func TestSelftestFailsOnWrongData(t *testing.T) {
 
 // TestSelftestLostCompletion: a check that waits for a completion that
 // never comes, as a broken provider would lose one, fails its row after
-// the wait's bound instead of hanging, and the next row still runs.
+// the wait's bound instead of hanging, and the next row still runs. On
+// RoCE the lost completion is a send's that finds no receive (it waits,
+// receiver not ready); iWARP has no such wait (the send ends the
+// connection), so on iWARP it is a receive's that nothing is sent to.
 func TestSelftestLostCompletion(t *testing.T) {
-	testenv.Device(t)
+	f := testenv.NeedFabric(t)
 	oldChecks, oldWait := selftestChecks, selftestWait
 	defer func() { selftestChecks, selftestWait = oldChecks, oldWait }()
 	selftestWait = 200 * time.Millisecond
+	what := "send"
+	if f.IWARP {
+		what = "recv"
+	}
 	selftestChecks = []selftestCheck{
 		{"lost completion", func(r *selftestRun) (string, error) {
 			a, b, err := r.rcPair()
 			if err != nil {
+				return "", err
+			}
+			if f.IWARP {
+				if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: 1, SGL: []uverbs.SGE{b.sge(0, 8)}}); err != nil {
+					return "", err
+				}
+				_, err = r.poll1(b.rcq, what)
 				return "", err
 			}
 			// A send without a receive on the other side: it waits
@@ -184,18 +212,17 @@ func TestSelftestLostCompletion(t *testing.T) {
 			if err := a.qp.PostSend(&uverbs.SendWR{WRID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(0, 8)}}); err != nil {
 				return "", err
 			}
-			_, err = r.poll1(a.scq, "send")
-			_ = b
+			_, err = r.poll1(a.scq, what)
 			return "", err
 		}},
 		oldChecks[0],
 	}
-	code, rep, _ := runSelftestJSON(t, "-d", "rxe0")
+	code, rep, _ := runSelftestJSON(t, "-d", f.Devs[0])
 	if code != 1 || len(rep.Rows) != 2 {
 		t.Fatalf("exit %d, rows %+v; want 1 and two rows", code, rep.Rows)
 	}
-	if r := rep.Rows[0]; r.Result != selftestFail || r.Detail != "send: 0 of 1 completions, then none for 200ms" {
-		t.Errorf("lost completion: %s %q", r.Result, r.Detail)
+	if r, want := rep.Rows[0], what+": 0 of 1 completions, then none for 200ms"; r.Result != selftestFail || r.Detail != want {
+		t.Errorf("lost completion: %s %q, want fail %q", r.Result, r.Detail, want)
 	}
 	if r := rep.Rows[1]; r.Result != selftestPass {
 		t.Errorf("the row after it: %s %q", r.Result, r.Detail)
@@ -203,12 +230,12 @@ func TestSelftestLostCompletion(t *testing.T) {
 }
 
 // TestHWCheckScript runs scripts/hwcheck with this test binary as
-// purerdma: a table for each of the VM's rxe devices naming its driver,
-// exit 0; a device that fails (here one that does not exist) makes it
-// exit 1 and name the device. The siw devices are TestSelftestPasses's
-// on the siw fabric.
+// purerdma on the fabric's two devices (PURERDMA_FABRIC): a table for
+// each naming its kernel driver and the provider, every row passing (or
+// n/a on iWARP, as in TestSelftestPasses), exit 0; a device that fails
+// (here one that does not exist) makes it exit 1 and name the device.
 func TestHWCheckScript(t *testing.T) {
-	testenv.Devices(t, 2)
+	f := testenv.NeedFabric(t)
 	run := func(devices string, args ...string) (int, string) {
 		cmd := exec.Command("../../scripts/hwcheck", args...)
 		cmd.Env = append(os.Environ(), mainEnv+"=1", "PURERDMA_BIN="+os.Args[0], "PURERDMA_HWCHECK_DEVICES="+devices)
@@ -219,9 +246,14 @@ func TestHWCheckScript(t *testing.T) {
 		}
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
-	code, out := run("rxe0 rxe1", "-iters", "1000")
-	for _, want := range []string{"=== rxe0 (kernel driver rxe)\n", "=== rxe1 (kernel driver rxe)\n", "provider    rxe",
-		"20 passed, 0 failed, 0 n/a\n", "hwcheck: every check passed on 2 device(s)\n"} {
+	wantNA := 0
+	if f.IWARP {
+		wantNA = len(selftestIWARPNA)
+	}
+	header := func(dev string) string { return fmt.Sprintf("=== %s (kernel driver %s)\n", dev, f.Name) }
+	code, out := run(f.Devs[0]+" "+f.Devs[1], "-iters", "1000")
+	for _, want := range []string{header(f.Devs[0]), header(f.Devs[1]), "provider    " + f.Name,
+		fmt.Sprintf("%d passed, 0 failed, %d n/a\n", len(selftestRowNames)-wantNA, wantNA), "hwcheck: every check passed on 2 device(s)\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("hwcheck output lacks %q:\n%s", want, out)
 		}
@@ -229,8 +261,8 @@ func TestHWCheckScript(t *testing.T) {
 	if code != 0 {
 		t.Errorf("hwcheck exit %d, want 0:\n%s", code, out)
 	}
-	code, out = run("rxe1 nosuch", "-iters", "100")
-	if code != 1 || !strings.Contains(out, "hwcheck: FAILED on nosuch (exit 1)\n") || !strings.Contains(out, "=== rxe1 (kernel driver rxe)\n") {
+	code, out = run(f.Devs[1]+" nosuch", "-iters", "100")
+	if code != 1 || !strings.Contains(out, "hwcheck: FAILED on nosuch (exit 1)\n") || !strings.Contains(out, header(f.Devs[1])) {
 		t.Errorf("hwcheck with a device that fails: exit %d, want 1 and the device named:\n%s", code, out)
 	}
 }

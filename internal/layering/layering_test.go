@@ -64,6 +64,10 @@ var allowed = map[string][]string{
 	// uverbs/examples and rdmacm/examples.
 	"internal/testutils/examplerun": {"testenv"},
 
+	// Runs purerdma's commands against rdma-core's tools, for the tests
+	// of cmd/purerdma and its commands' packages.
+	"internal/testutils/toolrun": {"testenv"},
+
 	// The mlx5 differential harness: all its code is tests
 	// (docs/testing.md, "The mlx5 oracle").
 	"uverbs/internal/mlx5/oracle": nil,
@@ -178,11 +182,19 @@ func TestLayering(t *testing.T) {
 			}
 		}
 		for _, imp := range append(p.TestImports, p.XTestImports...) {
-			if dep, ok := strings.CutPrefix(imp, module+"/"); ok && strings.HasPrefix(dep, "cmd/") {
+			if dep, ok := strings.CutPrefix(imp, module+"/"); ok && strings.HasPrefix(dep, "cmd/") && !ownCommand(rel, dep) {
 				t.Errorf("tests of %s import the command %s", rel, dep)
 			}
 		}
 	}
+}
+
+// ownCommand reports whether dep is an internal package of the command
+// rel belongs to (cmd/purerdma/internal/... for cmd/purerdma and its
+// packages), which the command's own tests may import.
+func ownCommand(rel, dep string) bool {
+	parts := strings.SplitN(rel, "/", 3)
+	return len(parts) >= 2 && parts[0] == "cmd" && strings.HasPrefix(dep, "cmd/"+parts[1]+"/internal/")
 }
 
 // syscallUses reports whether p's files use nothing of package syscall

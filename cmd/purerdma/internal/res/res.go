@@ -50,32 +50,29 @@ func run(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) > 0 && (args[0] == "show" || args[0] == "list") {
 		args = args[1:]
 	}
-	jsonOut := false
+	words, jsonOut, err := cli.Words("res", args)
+	if err != nil {
+		return err
+	}
 	object, filter := "", ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+	for i := 0; i < len(words); i++ {
+		w := words[i]
 		switch {
-		case cli.IsHelpFlag(a) || a == "help":
-			return cli.ErrHelp
-		case cli.IsJSONFlag(a):
-			jsonOut = true
-		case strings.HasPrefix(a, "-"):
-			return cli.UsageError("res: unknown flag %q", a)
-		case object == "" && filter == "" && slices.Contains(objects, a):
-			object = a
-		case (a == "dev" || a == "link") && filter == "":
-			if i+1 == len(args) {
-				return cli.UsageError("res: %q needs a device", a)
+		case object == "" && filter == "" && slices.Contains(objects, w):
+			object = w
+		case (w == "dev" || w == "link") && filter == "":
+			if i+1 == len(words) {
+				return cli.UsageError("res: %q needs a device", w)
 			}
 			i++
-			filter = args[i]
+			filter = words[i]
 		case filter == "":
-			filter = a
+			filter = w
 		default:
-			return cli.UsageError("res: unexpected %q", a)
+			return cli.UsageError("res: unexpected %q", w)
 		}
 	}
-	dev, port, err := ParseLink(filter)
+	dev, port, err := cli.ParseLink(filter)
 	if err != nil {
 		return err
 	}
@@ -95,19 +92,6 @@ func run(_ context.Context, args []string, stdout, _ io.Writer) error {
 		return rdmaout.WriteJSON(stdout, recs)
 	}
 	return rdmaout.WriteText(stdout, recs)
-}
-
-// ParseLink splits "DEV" or "DEV/PORT"; "" is every device.
-func ParseLink(s string) (dev string, port uint32, err error) {
-	dev = s
-	if d, p, ok := strings.Cut(s, "/"); ok {
-		n, err := strconv.ParseUint(p, 10, 32)
-		if err != nil || n == 0 || d == "" {
-			return "", 0, cli.UsageError("bad port in %q", s)
-		}
-		dev, port = d, uint32(n)
-	}
-	return dev, port, nil
 }
 
 // Records reads the objects of one kind ("" for the summary) of dev

@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/rdmaout"
-	"github.com/purerdma/rdma/cmd/purerdma/internal/res"
 	"github.com/purerdma/rdma/rdmactl"
 )
 
@@ -39,30 +37,27 @@ func run(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if len(args) > 0 && (args[0] == "show" || args[0] == "list") {
 		args = args[1:]
 	}
-	jsonOut := false
+	words, jsonOut, err := cli.Words("stat", args)
+	if err != nil {
+		return err
+	}
 	filter := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
+	for i := 0; i < len(words); i++ {
+		w := words[i]
 		switch {
-		case cli.IsHelpFlag(a) || a == "help":
-			return cli.ErrHelp
-		case cli.IsJSONFlag(a):
-			jsonOut = true
-		case strings.HasPrefix(a, "-"):
-			return cli.UsageError("stat: unknown flag %q", a)
-		case a == "link" && filter == "":
-			if i+1 == len(args) {
-				return cli.UsageError("stat: %q needs a device", a)
+		case w == "link" && filter == "":
+			if i+1 == len(words) {
+				return cli.UsageError("stat: %q needs a device", w)
 			}
 			i++
-			filter = args[i]
+			filter = words[i]
 		case filter == "":
-			filter = a
+			filter = w
 		default:
-			return cli.UsageError("stat: unexpected %q", a)
+			return cli.UsageError("stat: unexpected %q", w)
 		}
 	}
-	dev, port, err := res.ParseLink(filter)
+	dev, port, err := cli.ParseLink(filter)
 	if err != nil {
 		return err
 	}

@@ -1,14 +1,11 @@
-package main
+package ping
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
-	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
@@ -47,21 +46,6 @@ var rpPorts atomic.Int32
 
 func rpNextPort() int { return 7300 + int(rpPorts.Add(1)) }
 
-// rpTool finds one of rdma-core's tools: rping (rdmacm-utils) or rdma
-// (iproute2). Its absence fails the test where the environment promises
-// the tools (the VM) and skips it elsewhere.
-func rpTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if testenv.RequireDevice() {
-			t.Fatalf("PURERDMA_REQUIRE_DEVICE=1 but %s is missing (scripts/install-deps installs it): %v", name, err)
-		}
-		t.Skipf("%s is not installed: %v", name, err)
-	}
-	return p
-}
-
 // rpEnd is one end of a run: this command (in the test process) or,
 // with c, rdma-core's rping.
 type rpEnd struct {
@@ -77,133 +61,33 @@ func (e rpEnd) String() string {
 	return n + " " + strings.Join(e.args, " ")
 }
 
-type rpResult struct {
-	code           int
-	stdout, stderr string
-}
-
-func (r rpResult) String() string {
-	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
-}
-
 // rpStart starts one end under ctx and returns the pid its rdma_cm IDs
 // belong to and where its result arrives.
-func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-chan rpResult) {
+func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-chan toolrun.Result) {
 	t.Helper()
-	return startEnd(t, ctx, "ping", rping, e.c, e.args, e)
-}
-
-// startEnd starts one end of an interop run under ctx: this command's
-// goCmd in the test process, or (with c) the C tool at path. It returns
-// the pid the end's rdma_cm IDs belong to and where its result arrives;
-// name describes the end in a failure.
-func startEnd(t *testing.T, ctx context.Context, goCmd, path string, c bool, args []string, name fmt.Stringer) (int, <-chan rpResult) {
-	t.Helper()
-	done := make(chan rpResult, 1)
-	if !c {
-		go func() {
-			var stdout, stderr bytes.Buffer
-			code := runContext(ctx, append([]string{goCmd}, args...), &stdout, &stderr)
-			done <- rpResult{code, stdout.String(), stderr.String()}
-		}()
-		return os.Getpid(), done
-	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", name, err)
-	}
-	go func() {
-		code := exitCode(cmd.Wait(), &stderr)
-		done <- rpResult{code, stdout.String(), stderr.String()}
-	}()
-	return cmd.Process.Pid, done
-}
-
-// rpListening reports whether process pid has an rdma_cm ID listening
-// on port, from the kernel's resource tracking (rdma res show cm_id).
-// rdma_cm listeners are not sockets, so /proc/net/tcp does not show
-// them, and a probe connection would use up a one-connection server.
-// A listener bound to an address of an RDMA device is tracked on that
-// device; the tests bind servers to rxe0's. The kernel names the thread
-// that created the ID, so any thread of pid counts. The output is
-// returned for error messages.
-func rpListening(ctx context.Context, rdma string, port, pid int) (bool, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, rdma, "-j", "res", "show", "cm_id").Output()
-	if err != nil {
-		return false, string(out), fmt.Errorf("rdma res show cm_id: %w", err)
-	}
-	if len(bytes.TrimSpace(out)) == 0 {
-		return false, "", nil
-	}
-	var ids []struct {
-		State   string `json:"state"`
-		PID     int    `json:"pid"`
-		SrcAddr string `json:"src-addr"`
-	}
-	if err := json.Unmarshal(out, &ids); err != nil {
-		return false, string(out), fmt.Errorf("rdma res show cm_id: %w", err)
-	}
-	for _, id := range ids {
-		ap, err := netip.ParseAddrPort(id.SrcAddr)
-		if err != nil || id.State != "LISTEN" || int(ap.Port()) != port {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, id.PID)); err == nil {
-			return true, string(out), nil
-		}
-	}
-	return false, string(out), nil
-}
-
-// rpWaitListening waits until the server started as pid listens on
-// port. It fails the test, after ending the server, if the server exits
-// first or does not listen before ctx ends.
-func rpWaitListening(t *testing.T, ctx context.Context, cancel func(), rdma string, port, pid int, done <-chan rpResult) {
-	t.Helper()
-	for {
-		ok, out, err := rpListening(ctx, rdma, port, pid)
-		if err != nil && ctx.Err() == nil {
-			cancel()
-			t.Fatalf("%v\n%s\nserver: %v", err, out, <-done)
-		}
-		if ok {
-			return
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("the server exited before it listened on %d: %v", port, r)
-		case <-ctx.Done():
-			t.Fatalf("the server did not listen on %d within %v: %v\nrdma res show cm_id: %s", port, rpRunTimeout, <-done, out)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return toolrun.Start(t, ctx, runContext, "ping", rping, e.c, e.args, e)
 }
 
 // rpPair runs a server and then, once it listens, a client, and returns
 // both results. The port flag is added to both; the server is ended if
 // the client fails.
-func rpPair(t *testing.T, server, client rpEnd) (sr, cr rpResult) {
+func rpPair(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result) {
 	t.Helper()
 	rping := ""
 	if server.c || client.c {
-		rping = rpTool(t, "rping")
+		rping = toolrun.Tool(t, "rping")
 	}
-	rdma := rpTool(t, "rdma")
+	rdma := toolrun.Tool(t, "rdma")
 	ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
 	defer cancel()
 	port := rpNextPort()
 	p := []string{"-p", strconv.Itoa(port)}
 	server.args, client.args = append(server.args, p...), append(client.args, p...)
 	pid, sdone := rpStart(t, ctx, rping, server)
-	rpWaitListening(t, ctx, cancel, rdma, port, pid, sdone)
+	toolrun.WaitListening(t, ctx, cancel, rdma, port, pid, sdone)
 	_, cdone := rpStart(t, ctx, rping, client)
 	cr = <-cdone
-	if cr.code != 0 {
+	if cr.Code != 0 {
 		cancel() // the server may wait for a client that is gone
 	}
 	return <-sdone, cr
@@ -222,24 +106,24 @@ func rpLines(prefix string, n, size int) string {
 
 // rpCheck checks a run both ends of which succeeded and printed their
 // ping data (-v): the server what it read, the client what came back.
-func rpCheck(t *testing.T, server, client rpEnd, sr, cr rpResult, n, size int) {
+func rpCheck(t *testing.T, server, client rpEnd, sr, cr toolrun.Result, n, size int) {
 	t.Helper()
-	if sr.code != 0 || cr.code != 0 {
+	if sr.Code != 0 || cr.Code != 0 {
 		t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 	}
-	if diff := cmp.Diff(rpLines("server ping data: ", n, size), sr.stdout); diff != "" {
+	if diff := cmp.Diff(rpLines("server ping data: ", n, size), sr.Stdout); diff != "" {
 		t.Errorf("server %v stdout (-want +got):\n%s", server, diff)
 	}
-	if diff := cmp.Diff(rpLines("ping data: ", n, size), cr.stdout); diff != "" {
+	if diff := cmp.Diff(rpLines("ping data: ", n, size), cr.Stdout); diff != "" {
 		t.Errorf("client %v stdout (-want +got):\n%s", client, diff)
 	}
 	// What the Go command prints on stderr on the way: rping's line
 	// for the client's disconnect at the server, nothing at the client.
-	if !server.c && sr.stderr != "server DISCONNECT EVENT...\n" {
-		t.Errorf("server %v stderr %q, want only the disconnect line", server, sr.stderr)
+	if !server.c && sr.Stderr != "server DISCONNECT EVENT...\n" {
+		t.Errorf("server %v stderr %q, want only the disconnect line", server, sr.Stderr)
 	}
-	if !client.c && cr.stderr != "" {
-		t.Errorf("client %v stderr %q, want nothing", client, cr.stderr)
+	if !client.c && cr.Stderr != "" {
+		t.Errorf("client %v stderr %q, want nothing", client, cr.Stderr)
 	}
 }
 
@@ -308,14 +192,14 @@ func TestPingGo(t *testing.T) {
 // context.
 func TestPingPersistent(t *testing.T) {
 	testenv.Devices(t, 2)
-	rping, rdma := rpTool(t, "rping"), rpTool(t, "rdma")
+	rping, rdma := toolrun.Tool(t, "rping"), toolrun.Tool(t, "rdma")
 	ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
 	defer cancel()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	port := strconv.Itoa(rpNextPort())
 	pid, sdone := rpStart(t, sctx, "", rpEnd{args: []string{"-s", "-P", "-a", rpServerAddr, "-p", port, "-S", "4096", "-v"}})
-	rpWaitListening(t, ctx, stop, rdma, mustAtoi(t, port), pid, sdone)
+	toolrun.WaitListening(t, ctx, stop, rdma, mustAtoi(t, port), pid, sdone)
 
 	const n = 5
 	clients := []struct {
@@ -326,7 +210,7 @@ func TestPingPersistent(t *testing.T) {
 		{rpEnd{args: []string{"-S", "4096", "-I", rpClientAddr}}, 4096},
 		{rpEnd{c: true, args: []string{"-S", "100"}}, 100},
 	}
-	results := make([]rpResult, len(clients))
+	results := make([]toolrun.Result, len(clients))
 	var wg sync.WaitGroup
 	for i, c := range clients {
 		c.end.args = append(c.end.args, "-c", "-a", rpServerAddr, "-p", port, "-C", strconv.Itoa(n), "-v", "-V")
@@ -336,10 +220,10 @@ func TestPingPersistent(t *testing.T) {
 	wg.Wait()
 	var want []string
 	for i, c := range clients {
-		if results[i].code != 0 {
+		if results[i].Code != 0 {
 			t.Errorf("client %v: %v", c.end, results[i])
 		}
-		if diff := cmp.Diff(rpLines("ping data: ", n, c.size), results[i].stdout); diff != "" {
+		if diff := cmp.Diff(rpLines("ping data: ", n, c.size), results[i].Stdout); diff != "" {
 			t.Errorf("client %v stdout (-want +got):\n%s", c.end, diff)
 		}
 		want = append(want, strings.Split(strings.TrimSuffix(rpLines("server ping data: ", n, c.size), "\n"), "\n")...)
@@ -350,14 +234,14 @@ func TestPingPersistent(t *testing.T) {
 	default:
 	}
 	stop()
-	var sr rpResult
+	var sr toolrun.Result
 	select {
 	case sr = <-sdone:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the persistent server did not end within 30s of its context")
 	}
 	// The connections print concurrently: compare the lines, sorted.
-	got := strings.Split(strings.TrimSuffix(sr.stdout, "\n"), "\n")
+	got := strings.Split(strings.TrimSuffix(sr.Stdout, "\n"), "\n")
 	slices.Sort(want)
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -365,8 +249,8 @@ func TestPingPersistent(t *testing.T) {
 	}
 	wantErr := strings.Repeat("server DISCONNECT EVENT...\n", len(clients)) +
 		"purerdma: ping: wait for a connection on " + rpServerAddr + ":" + port + ": context canceled\n"
-	if sr.code != 1 || sr.stderr != wantErr {
-		t.Errorf("server after its context ended: exit %d, stderr %q; want 1 and %q", sr.code, sr.stderr, wantErr)
+	if sr.Code != 1 || sr.Stderr != wantErr {
+		t.Errorf("server after its context ended: exit %d, stderr %q; want 1 and %q", sr.Code, sr.Stderr, wantErr)
 	}
 }
 
@@ -412,10 +296,10 @@ func TestPingErrors(t *testing.T) {
 		sr, cr := rpPair(t, server, client)
 		wantS := "purerdma: ping: the client's buffer has 100 bytes, this server's (-S) 64\n"
 		wantC := "client DISCONNECT EVENT...\npurerdma: ping: the server disconnected after 0 of 3 pings\n"
-		if sr.code != 1 || sr.stderr != wantS {
+		if sr.Code != 1 || sr.Stderr != wantS {
 			t.Errorf("server: %v\nwant exit 1 and stderr %q", sr, wantS)
 		}
-		if cr.code != 1 || cr.stderr != wantC {
+		if cr.Code != 1 || cr.Stderr != wantC {
 			t.Errorf("client: %v\nwant exit 1 and stderr %q", cr, wantC)
 		}
 	})
@@ -442,7 +326,7 @@ func TestPingErrors(t *testing.T) {
 // context does.
 func TestPingCancel(t *testing.T) {
 	testenv.Devices(t, 2)
-	rdma := rpTool(t, "rdma")
+	rdma := toolrun.Tool(t, "rdma")
 	for _, tt := range []struct {
 		name string
 		args []string
@@ -455,7 +339,7 @@ func TestPingCancel(t *testing.T) {
 			defer cancel()
 			port := strconv.Itoa(rpNextPort())
 			pid, done := rpStart(t, ctx, "", rpEnd{args: append(tt.args, "-p", port)})
-			rpWaitListening(t, ctx, cancel, rdma, mustAtoi(t, port), pid, done)
+			toolrun.WaitListening(t, ctx, cancel, rdma, mustAtoi(t, port), pid, done)
 			time.Sleep(200 * time.Millisecond) // into GetRequest's wait
 			cancel()
 			rpWaitCancelled(t, done, "purerdma: ping: wait for a connection on "+rpServerAddr+":"+port+": context canceled\n")
@@ -489,11 +373,11 @@ func TestPingCancel(t *testing.T) {
 
 // rpWaitCancelled checks that a run whose context was just cancelled
 // ends at once with status 1 and stderr want.
-func rpWaitCancelled(t *testing.T, done <-chan rpResult, want string) {
+func rpWaitCancelled(t *testing.T, done <-chan toolrun.Result, want string) {
 	t.Helper()
 	select {
 	case r := <-done:
-		if r.code != 1 || r.stderr != want {
+		if r.Code != 1 || r.Stderr != want {
 			t.Errorf("after the cancel: %v\nwant exit 1 and stderr %q", r, want)
 		}
 	case <-time.After(30 * time.Second):
@@ -547,7 +431,7 @@ func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struc
 		return err
 	}
 	s := req.ID
-	defer closeErr(&err, s.Close)
+	defer cli.CloseErr(&err, s.Close)
 	cfg := uverbs.QPConfig{Cap: uverbs.QPCap{MaxSendWR: rpingSQDepth, MaxRecvWR: rpingRQDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	if _, err := s.CreateQP(nil, cfg); err != nil {
 		return err
@@ -558,7 +442,7 @@ func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struc
 	if err != nil {
 		return err
 	}
-	defer closeErr(&err, mr.Close) // before the ID: on its shared Context
+	defer cli.CloseErr(&err, mr.Close) // before the ID: on its shared Context
 	recv := func() (rpingInfo, error) {
 		wc, err := s.GetRecvComp(ctx)
 		if err != nil {
@@ -623,31 +507,17 @@ func rpFake(ctx context.Context, l *rdmacm.ID, mode rpFakeMode, got chan<- struc
 	return s.Disconnect()
 }
 
-// decodeOneJSON decodes out, which must hold exactly one JSON document
-// with no fields that v lacks, into v.
-func decodeOneJSON(out string, v any) error {
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("more than one JSON document")
-	}
-	return nil
-}
-
 // TestPingJSON runs a Go server and client with -json and checks that
 // each prints one JSON summary with the run's values (and the Go client
 // against rping's server, where the Go end is the only one with -json).
 func TestPingJSON(t *testing.T) {
 	testenv.Devices(t, 2)
 	const n, size = 20, 100
-	checkSummary := func(t *testing.T, who string, r rpResult, role string, validated bool) rpSummaryJSON {
+	checkSummary := func(t *testing.T, who string, r toolrun.Result, role string, validated bool) rpSummaryJSON {
 		t.Helper()
 		var s rpSummaryJSON
-		if err := decodeOneJSON(r.stdout, &s); err != nil {
-			t.Fatalf("%s stdout is not one JSON summary: %v\n%s", who, err, r.stdout)
+		if err := toolrun.DecodeOneJSON(r.Stdout, &s); err != nil {
+			t.Fatalf("%s stdout is not one JSON summary: %v\n%s", who, err, r.Stdout)
 		}
 		ap, err := netip.ParseAddrPort(s.Server)
 		if err != nil || ap.Addr().String() != rpServerAddr || ap.Port() == 0 {
@@ -671,7 +541,7 @@ func TestPingJSON(t *testing.T) {
 		server := rpEnd{args: []string{"-s", "-a", rpServerAddr, "-S", strconv.Itoa(size), "-json"}}
 		client := rpEnd{args: []string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-V", "-json"}}
 		sr, cr := rpPair(t, server, client)
-		if sr.code != 0 || cr.code != 0 {
+		if sr.Code != 0 || cr.Code != 0 {
 			t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 		}
 		ss := checkSummary(t, "server", sr, "server", false)
@@ -679,15 +549,15 @@ func TestPingJSON(t *testing.T) {
 		if ss.Server != cs.Server {
 			t.Errorf("the server's summary names %s, the client's %s", ss.Server, cs.Server)
 		}
-		if sr.stderr != "server DISCONNECT EVENT...\n" || cr.stderr != "" {
-			t.Errorf("stderr: server %q, client %q; want the disconnect line and nothing", sr.stderr, cr.stderr)
+		if sr.Stderr != "server DISCONNECT EVENT...\n" || cr.Stderr != "" {
+			t.Errorf("stderr: server %q, client %q; want the disconnect line and nothing", sr.Stderr, cr.Stderr)
 		}
 	})
 	t.Run("rping-server+go-client", func(t *testing.T) {
 		server := rpEnd{c: true, args: []string{"-s", "-a", rpServerAddr, "-S", strconv.Itoa(size)}}
 		client := rpEnd{args: []string{"-c", "-a", rpServerAddr, "-I", rpClientAddr, "-C", strconv.Itoa(n), "-S", strconv.Itoa(size), "-V", "--json"}}
 		sr, cr := rpPair(t, server, client)
-		if sr.code != 0 || cr.code != 0 {
+		if sr.Code != 0 || cr.Code != 0 {
 			t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 		}
 		checkSummary(t, "client", cr, "client", true)

@@ -1,23 +1,7 @@
-package main
-
-import (
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/netip"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"github.com/purerdma/rdma/rdmacm"
-	"github.com/purerdma/rdma/uverbs"
-)
-
-// ping is rdma-core's rping (librdmacm/examples/rping.c) in Go: the same
+// Package ping is "purerdma ping": rping's RDMA read/write ping over the
+// rdma_cm, as server or client.
+//
+// It is rdma-core's rping (librdmacm/examples/rping.c) in Go: the same
 // flags, connection set-up over the rdma_cm, queue sizes, buffers and
 // messages, so either end can be the C tool. Each ping, the client
 // advertises a buffer holding "rdma-ping-N: " and a rotating pattern
@@ -47,16 +31,36 @@ import (
 // after the kernel's timeout, which soft-RoCE takes as for ever), so
 // sends to a dead peer fail after about 4 s instead of never
 // (docs/reliability.md). As in rping, a server ignores -C and -V.
+package ping
 
-func init() {
-	register(command{
-		name: "ping",
-		usage: "  ping -s|-c [-vVdPq] [-a ADDR] [-I ADDR]  rping's RDMA read/write ping over the rdma_cm, as server or\n" +
-			"       [-p PORT] [-C COUNT] [-S SIZE]      client; either end may be rdma-core's rping; -json prints a\n" +
-			"       [-json]                             summary as JSON; ping -h lists the flags\n",
-		help: pingHelp,
-		run:  pingCmd,
-	})
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/rdmacm"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// Command is "purerdma ping".
+var Command = cli.Command{
+	Name: "ping",
+	Usage: "  ping -s|-c [-vVdPq] [-a ADDR] [-I ADDR]  rping's RDMA read/write ping over the rdma_cm, as server or\n" +
+		"       [-p PORT] [-C COUNT] [-S SIZE]      client; either end may be rdma-core's rping; -json prints a\n" +
+		"       [-json]                             summary as JSON; ping -h lists the flags\n",
+	Help: pingHelp,
+	Run:  pingCmd,
+	JSON: rpSummaryJSON{},
 }
 
 // rpOptions are the command line of one run.
@@ -124,7 +128,7 @@ func (o *rpOut) printSummary(role string, server netip.AddrPort, size, n int, va
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return writeJSON(o.stdout, s)
+	return cli.WriteJSON(o.stdout, s)
 }
 
 func pingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -150,7 +154,7 @@ func parsePingArgs(args []string) (rpOptions, error) {
 	num := func(flag byte, val string) (int, error) {
 		n, err := strconv.Atoi(val)
 		if err != nil {
-			return 0, usageError("ping: -%c %q: not a decimal number", flag, val)
+			return 0, cli.UsageError("ping: -%c %q: not a decimal number", flag, val)
 		}
 		return n, nil
 	}
@@ -162,12 +166,12 @@ func parsePingArgs(args []string) (rpOptions, error) {
 		}
 		if a == "--" {
 			if i+1 < len(args) {
-				return o, usageError("ping: unexpected argument %q", args[i+1])
+				return o, cli.UsageError("ping: unexpected argument %q", args[i+1])
 			}
 			break
 		}
 		if len(a) < 2 || a[0] != '-' {
-			return o, usageError("ping: unexpected argument %q (all arguments are flags)", a)
+			return o, cli.UsageError("ping: unexpected argument %q (all arguments are flags)", a)
 		}
 		for j := 1; j < len(a); j++ {
 			f := a[j]
@@ -180,7 +184,7 @@ func parsePingArgs(args []string) (rpOptions, error) {
 					i++
 					val = args[i]
 				default:
-					return o, usageError("ping: -%c needs a value", f)
+					return o, cli.UsageError("ping: -%c needs a value", f)
 				}
 				j = len(a)
 			}
@@ -188,10 +192,10 @@ func parsePingArgs(args []string) (rpOptions, error) {
 			var err error
 			switch f {
 			case 'h':
-				return o, errHelp
+				return o, cli.ErrHelp
 			case 's', 'c':
 				if role != 0 && role != f {
-					return o, usageError("ping: -s and -c exclude each other")
+					return o, cli.UsageError("ping: -s and -c exclude each other")
 				}
 				role = f
 			case 'a':
@@ -200,15 +204,15 @@ func parsePingArgs(args []string) (rpOptions, error) {
 				o.source = val
 			case 'p':
 				if o.port, err = num(f, val); err == nil && (o.port < 1 || o.port > 65535) {
-					err = usageError("ping: invalid port %d (valid range is 1 to 65535)", o.port)
+					err = cli.UsageError("ping: invalid port %d (valid range is 1 to 65535)", o.port)
 				}
 			case 'C':
 				if o.count, err = num(f, val); err == nil && o.count < 0 {
-					err = usageError("ping: invalid count %d", o.count)
+					err = cli.UsageError("ping: invalid count %d", o.count)
 				}
 			case 'S':
 				if o.size, err = num(f, val); err == nil && (o.size < rpingMinSize || o.size > rpingMaxSize) {
-					err = usageError("ping: invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingMaxSize)
+					err = cli.UsageError("ping: invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingMaxSize)
 				}
 			case 'v':
 				o.verbose = true
@@ -221,7 +225,7 @@ func parsePingArgs(args []string) (rpOptions, error) {
 			case 'q':
 				o.selfQP = true
 			default:
-				err = usageError("ping: unknown flag -%c", f)
+				err = cli.UsageError("ping: unknown flag -%c", f)
 			}
 			if err != nil {
 				return o, err
@@ -230,19 +234,19 @@ func parsePingArgs(args []string) (rpOptions, error) {
 	}
 	switch {
 	case role == 0:
-		return o, usageError("ping needs -s (server) or -c (client)")
+		return o, cli.UsageError("ping needs -s (server) or -c (client)")
 	case role == 's' && seen['I']:
-		return o, usageError("ping: -I (source address) is for the client")
+		return o, cli.UsageError("ping: -I (source address) is for the client")
 	case role == 'c' && seen['P']:
-		return o, usageError("ping: -P (persistent server) is for the server")
+		return o, cli.UsageError("ping: -P (persistent server) is for the server")
 	case role == 'c' && o.addr == "":
-		return o, usageError("ping: the client needs the server's address (-a)")
+		return o, cli.UsageError("ping: the client needs the server's address (-a)")
 	case seen['a'] && o.addr == "", seen['I'] && o.source == "":
-		return o, usageError("ping: empty address")
+		return o, cli.UsageError("ping: empty address")
 	case o.json && o.verbose:
-		return o, usageError("ping: -json prints only a summary: it does not go with -v (the ping data)")
+		return o, cli.UsageError("ping: -json prints only a summary: it does not go with -v (the ping data)")
 	case o.json && o.persistent:
-		return o, usageError("ping: -json prints one connection's summary: it does not go with -P (a server that runs until stopped)")
+		return o, cli.UsageError("ping: -json prints one connection's summary: it does not go with -P (a server that runs until stopped)")
 	}
 	o.server = role == 's'
 	return o, nil
@@ -288,13 +292,6 @@ func lookupAddr(ctx context.Context, flag, s string) (netip.Addr, error) {
 	return addrs[0].Unmap(), nil
 }
 
-// closeErr adds a Close's error to a result that has none.
-func closeErr(err *error, close func() error) {
-	if cerr := close(); *err == nil {
-		*err = cerr
-	}
-}
-
 func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 	dst, err := lookupAddr(ctx, "-a", o.addr)
 	if err != nil {
@@ -312,14 +309,14 @@ func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		src = netip.AddrPortFrom(a, 0)
 	}
 	ap := netip.AddrPortFrom(dst, uint16(o.port))
-	if err := checkCMDevices(); err != nil {
+	if err := devs.CheckCM(); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
 	id, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
-	defer closeErr(&err, id.Close)
+	defer cli.CloseErr(&err, id.Close)
 	out.debugf("created cm_id %d\n", id.Handle())
 	if err := id.Resolve(ctx, src, ap); err != nil {
 		return fmt.Errorf("ping: resolve %v: %w", ap, err)
@@ -329,7 +326,7 @@ func runPingClient(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 	if err != nil {
 		return err
 	}
-	defer closeErr(&err, c.close)
+	defer cli.CloseErr(&err, c.close)
 	if err := c.connect(ctx, ap); err != nil {
 		return err
 	}
@@ -363,7 +360,7 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 	ap := netip.AddrPortFrom(addr, uint16(o.port))
 	// Without a device the rdma_cm would listen on the any address and
 	// wait for ever for a client it could not serve.
-	if err := checkCMDevices(); err != nil {
+	if err := devs.CheckCM(); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
 	l, err := rdmacm.CreateID(nil, rdmacm.PortSpaceTCP)
@@ -378,10 +375,10 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 		listening = false
 		return l.Close()
 	}
-	defer closeErr(&err, closeListener)
+	defer cli.CloseErr(&err, closeListener)
 	out.debugf("created cm_id %d\n", l.Handle())
 	if err := l.Bind(ap); err != nil {
-		return fmt.Errorf("ping: bind to %v: %w", ap, bindError(ap, err))
+		return fmt.Errorf("ping: bind to %v: %w", ap, devs.BindError(ap, err))
 	}
 	out.debugf("rdma_bind_addr successful\nrdma_listen\n")
 	if err := l.Listen(3); err != nil {
@@ -418,14 +415,14 @@ func runPingServer(ctx context.Context, o *rpOptions, out *rpOut) (err error) {
 // on ap and closes its ID.
 func serveRPing(ctx context.Context, req *rdmacm.Event, o *rpOptions, out *rpOut, ap netip.AddrPort) (err error) {
 	id := req.ID
-	defer closeErr(&err, id.Close)
+	defer cli.CloseErr(&err, id.Close)
 	out.debugf("cma_event type %v cma_id %d (child)\n", req.Type, id.Handle())
 	c, err := newRPConn(id, o, out, true)
 	if err != nil {
 		id.Reject(nil) // the client learns at once; nothing to add to err
 		return err
 	}
-	defer closeErr(&err, c.close)
+	defer cli.CloseErr(&err, c.close)
 	if err := c.accept(ctx); err != nil {
 		return err
 	}
@@ -726,15 +723,6 @@ func (c *rpConn) watch(ctx context.Context, cancel context.CancelCauseFunc) (sto
 	}
 }
 
-// ended is the error of a wait that ctx ended: the connection's cause
-// (errPeerDisconnected, a CM failure, or the caller's cancel).
-func ended(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return err
-}
-
 // next waits for the next completion other than a send's and returns
 // its opcode, with the message for a receive, which it reposts: rping's
 // cq thread and its sem_wait together. Completions are waited for on
@@ -755,7 +743,7 @@ func (c *rpConn) next(ctx context.Context) (uverbs.WCOpcode, rpingInfo, error) {
 		if n == 0 {
 			cq, err := c.ch.Wait(ctx)
 			if err != nil {
-				return 0, rpingInfo{}, ended(ctx, fmt.Errorf("get CQ event: %w", err))
+				return 0, rpingInfo{}, cli.Ended(ctx, fmt.Errorf("get CQ event: %w", err))
 			}
 			cq.AckEvents(1)
 			if cq != c.cq {
@@ -772,7 +760,7 @@ func (c *rpConn) next(ctx context.Context) (uverbs.WCOpcode, rpingInfo, error) {
 			continue
 		}
 		if err := wc.Status.Err(); err != nil {
-			return 0, rpingInfo{}, ended(ctx, fmt.Errorf("%v completion failed: status %d: %w", wc.Opcode, wc.Status, err))
+			return 0, rpingInfo{}, cli.Ended(ctx, fmt.Errorf("%v completion failed: status %d: %w", wc.Opcode, wc.Status, err))
 		}
 		switch wc.Opcode {
 		case uverbs.WCSend:

@@ -1,4 +1,4 @@
-package main
+package devinfo
 
 import (
 	"encoding/json"
@@ -11,6 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs/devstest"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -36,11 +40,11 @@ func (f *fakeDevinfo) GIDTable(p int) ([]uverbs.GIDEntry, error) { return f.gids
 func (f *fakeDevinfo) NumCompVectors() int                       { return f.vectors }
 func (f *fakeDevinfo) Close() error                              { f.closed++; return nil }
 
-// useDevinfoFakes makes devinfo see devs, opened as fakes.
-func useDevinfoFakes(t *testing.T, devs []uverbs.Device, fakes map[string]*fakeDevinfo) {
+// useDevinfoFakes makes devinfo see ds, opened as fakes.
+func useDevinfoFakes(t *testing.T, ds []uverbs.Device, fakes map[string]*fakeDevinfo) {
 	t.Helper()
-	oldList, oldOpen := listDevices, openDevice
-	listDevices = func() ([]uverbs.Device, error) { return devs, nil }
+	devstest.UseDevices(t, ds, nil)
+	oldOpen := openDevice
 	openDevice = func(d uverbs.Device) (devinfoContext, error) {
 		f := fakes[d.Name]
 		if f == nil {
@@ -51,7 +55,7 @@ func useDevinfoFakes(t *testing.T, devs []uverbs.Device, fakes map[string]*fakeD
 		}
 		return f, nil
 	}
-	t.Cleanup(func() { listDevices, openDevice = oldList, oldOpen })
+	t.Cleanup(func() { openDevice = oldOpen })
 }
 
 func parseTestGID(t *testing.T, s string) uverbs.GID {
@@ -537,9 +541,9 @@ func TestDevinfoErrors(t *testing.T) {
 	})
 	t.Run("no devices", func(t *testing.T) {
 		useDevinfoFakes(t, nil, nil)
-		dir := useDevDir(t, false)
+		dir := devstest.UseDir(t, false)
 		code, _, stderr := runArgs("devinfo")
-		if code != 1 || stderr != "purerdma: devinfo: no RDMA device: "+dir+" does not exist (no RDMA driver is loaded); "+linkAddHint+"\n" {
+		if code != 1 || stderr != "purerdma: devinfo: no RDMA device: "+dir+" does not exist (no RDMA driver is loaded); "+devs.LinkAddHint+"\n" {
 			t.Errorf("= %d, %q", code, stderr)
 		}
 		if code, stdout, _ := runArgs("devinfo", "-l"); code != 0 || stdout != "0 HCAs found:\n\n" {
@@ -617,7 +621,7 @@ func TestParseDevinfoArgs(t *testing.T) {
 	for _, tt := range tests {
 		got, err := parseDevinfoArgs(tt.args)
 		if tt.err != "" {
-			if err == nil || !errors.Is(err, errUsage) || !strings.HasSuffix(err.Error(), ": "+tt.err) {
+			if err == nil || !errors.Is(err, cli.ErrUsage) || !strings.HasSuffix(err.Error(), ": "+tt.err) {
 				t.Errorf("%q: error %v, want usage error %q", tt.args, err, tt.err)
 			}
 			continue
@@ -731,4 +735,9 @@ func TestDevinfoJSON(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, `no RDMA device named "rxe9"; the RDMA devices here: rxe0`) {
 		t.Errorf("an unknown device = %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+}
+
+// runArgs runs a purerdma command line with devinfo its one command.
+func runArgs(args ...string) (code int, stdout, stderr string) {
+	return clitest.Run(Command, args...)
 }

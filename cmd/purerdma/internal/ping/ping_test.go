@@ -1,4 +1,4 @@
-package main
+package ping
 
 import (
 	"bytes"
@@ -110,7 +110,7 @@ func TestPingHelp(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"-s", "-h"}, {"-vh"}} {
 		var stdout, stderr bytes.Buffer
 		code := runContext(context.Background(), append([]string{"ping"}, args...), &stdout, &stderr)
-		if code != 0 || stdout.String() != commandHelp(commands["ping"]) || stderr.Len() != 0 {
+		if code != 0 || stdout.String() != Command.HelpText() || stderr.Len() != 0 {
 			t.Errorf("ping %q = %d, stdout %q, stderr %q; want 0 and the help", args, code, stdout.String(), stderr.String())
 		}
 	}

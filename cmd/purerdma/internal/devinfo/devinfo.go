@@ -1,17 +1,7 @@
-package main
-
-import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"strconv"
-	"strings"
-
-	"github.com/purerdma/rdma/uverbs"
-)
-
-// devinfo prints what ibv_devinfo prints, byte for byte: the same
+// Package devinfo is "purerdma devinfo": device and port attributes,
+// printed as rdma-core's ibv_devinfo prints them.
+//
+// It prints what ibv_devinfo prints, byte for byte: the same
 // fields, order, tabs and number formats. It follows rdma-core's current
 // libibverbs/examples/devinfo.c, which differs from older releases (such
 // as the rdma-core 44 the tests compare with) only where devices report
@@ -23,13 +13,27 @@ import (
 // neither when the kernel lacks them. The TSO, packet pacing and RSS
 // hash lines print zeros, as ibv_devinfo does for every device but mlx5,
 // whose provider reads them from its private response.
+package devinfo
 
-func init() {
-	register(command{
-		name: "devinfo",
-		usage: "  devinfo [-d DEV] [-i PORT] [-v] [-l] [-json]\n" +
-			"                                           print device and port attributes, as ibv_devinfo does\n",
-		help: `Flags (ibv_devinfo's; long forms too: --ib-dev=DEV, --ib-port=PORT, --verbose, --list):
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// Command is "purerdma devinfo".
+var Command = cli.Command{
+	Name: "devinfo",
+	Usage: "  devinfo [-d DEV] [-i PORT] [-v] [-l] [-json]\n" +
+		"                                           print device and port attributes, as ibv_devinfo does\n",
+	Help: `Flags (ibv_devinfo's; long forms too: --ib-dev=DEV, --ib-port=PORT, --verbose, --list):
   -d DEV    only this device (default: all)
   -i PORT   only this port (default: all)
   -v        all the attributes, GIDs included
@@ -45,10 +49,10 @@ Examples:
   purerdma devinfo -l
   purerdma devinfo -json
 `,
-		run: func(_ context.Context, args []string, stdout, _ io.Writer) error {
-			return devinfoCmd(args, stdout)
-		},
-	})
+	Run: func(_ context.Context, args []string, stdout, _ io.Writer) error {
+		return devinfoCmd(args, stdout)
+	},
+	JSON: devinfoList{},
 }
 
 // devinfoContext is what devinfo needs from an open device; tests
@@ -97,7 +101,7 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 		case 'i':
 			n, err := strconv.ParseInt(val, 0, 32)
 			if err != nil || n <= 0 {
-				return usageError("devinfo: bad port %q", val)
+				return cli.UsageError("devinfo: bad port %q", val)
 			}
 			o.port = int(n)
 		case 'l':
@@ -107,7 +111,7 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 		case 'j':
 			o.json = true
 		case 'h':
-			return errHelp
+			return cli.ErrHelp
 		}
 		return nil
 	}
@@ -118,13 +122,13 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 			o.json = true
 		case a == "--":
 			if i+1 < len(args) {
-				return o, usageError("devinfo takes no arguments but options, got %q", args[i+1])
+				return o, cli.UsageError("devinfo takes no arguments but options, got %q", args[i+1])
 			}
 			return o, nil
 		case strings.HasPrefix(a, "--"):
 			name, val, hasVal := strings.Cut(a[2:], "=")
 			if name == "" {
-				return o, usageError("devinfo: unknown option %q", a)
+				return o, cli.UsageError("devinfo: unknown option %q", a)
 			}
 			match := -1
 			for j, l := range long {
@@ -134,24 +138,24 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 				}
 				if strings.HasPrefix(l.name, name) {
 					if match >= 0 {
-						return o, usageError("devinfo: option %q is ambiguous", a)
+						return o, cli.UsageError("devinfo: option %q is ambiguous", a)
 					}
 					match = j
 				}
 			}
 			if match < 0 {
-				return o, usageError("devinfo: unknown option %q", a)
+				return o, cli.UsageError("devinfo: unknown option %q", a)
 			}
 			l := long[match]
 			switch {
 			case l.hasArg && !hasVal:
 				if i+1 == len(args) {
-					return o, usageError("devinfo: option --%s needs a value", l.name)
+					return o, cli.UsageError("devinfo: option --%s needs a value", l.name)
 				}
 				i++
 				val = args[i]
 			case !l.hasArg && hasVal:
-				return o, usageError("devinfo: option --%s takes no value", l.name)
+				return o, cli.UsageError("devinfo: option --%s takes no value", l.name)
 			}
 			if err := set(l.short, val); err != nil {
 				return o, err
@@ -162,12 +166,12 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 				case 'l', 'v':
 					set(opt, "")
 				case 'h':
-					return o, errHelp
+					return o, cli.ErrHelp
 				case 'd', 'i':
 					val := a[k+1:]
 					if val == "" {
 						if i+1 == len(args) {
-							return o, usageError("devinfo: option -%c needs a value", opt)
+							return o, cli.UsageError("devinfo: option -%c needs a value", opt)
 						}
 						i++
 						val = args[i]
@@ -177,11 +181,11 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 					}
 					k = len(a)
 				default:
-					return o, usageError("devinfo: unknown option -%c", opt)
+					return o, cli.UsageError("devinfo: unknown option -%c", opt)
 				}
 			}
 		default:
-			return o, usageError("devinfo takes no arguments but options, got %q", a)
+			return o, cli.UsageError("devinfo takes no arguments but options, got %q", a)
 		}
 	}
 	return o, nil
@@ -193,40 +197,45 @@ func devinfoCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	devs, err := listDevices()
+	ds, err := devs.List()
 	if err != nil {
 		return err
 	}
 	if o.json {
-		return devinfoJSONCmd(stdout, devs, o)
+		return devinfoJSONCmd(stdout, ds, o)
 	}
 	if o.list {
 		s := "s"
-		if len(devs) == 1 {
+		if len(ds) == 1 {
 			s = ""
 		}
-		fmt.Fprintf(stdout, "%d HCA%s found:\n", len(devs), s)
-		for _, d := range devs {
+		fmt.Fprintf(stdout, "%d HCA%s found:\n", len(ds), s)
+		for _, d := range ds {
 			fmt.Fprintf(stdout, "\t%s\n", d.Name)
 		}
 		fmt.Fprintln(stdout)
 		return nil
 	}
 	if o.dev != "" {
-		d, err := findDevice(o.dev)
+		d, err := devs.Find(o.dev)
 		if err != nil {
 			return fmt.Errorf("devinfo: %w", err)
 		}
 		return printHCA(stdout, d, o)
 	}
-	if len(devs) == 0 {
-		return fmt.Errorf("devinfo: %w", noDevicesError())
+	if len(ds) == 0 {
+		return fmt.Errorf("devinfo: %w", devs.NoDevicesError())
 	}
 	var errs []error
-	for _, d := range devs {
+	for _, d := range ds {
 		errs = append(errs, printHCA(stdout, d, o))
 	}
 	return errors.Join(errs...)
+}
+
+// devinfoList is what "devinfo -json" prints.
+type devinfoList struct {
+	Devices []devinfoJSON `json:"devices"`
 }
 
 // devinfoJSON is one device of "devinfo -json".
@@ -257,20 +266,18 @@ type devinfoPortJSON struct {
 
 // devinfoJSONCmd prints the devices (or with -l their names) as one
 // JSON document.
-func devinfoJSONCmd(stdout io.Writer, devs []uverbs.Device, o devinfoOptions) error {
+func devinfoJSONCmd(stdout io.Writer, ds []uverbs.Device, o devinfoOptions) error {
 	if o.dev != "" {
-		d, err := findDevice(o.dev)
+		d, err := devs.Find(o.dev)
 		if err != nil {
 			return fmt.Errorf("devinfo: %w", err)
 		}
-		devs = []uverbs.Device{d}
-	} else if len(devs) == 0 && !o.list {
-		return fmt.Errorf("devinfo: %w", noDevicesError())
+		ds = []uverbs.Device{d}
+	} else if len(ds) == 0 && !o.list {
+		return fmt.Errorf("devinfo: %w", devs.NoDevicesError())
 	}
-	out := struct {
-		Devices []devinfoJSON `json:"devices"`
-	}{Devices: []devinfoJSON{}}
-	for _, d := range devs {
+	out := devinfoList{Devices: []devinfoJSON{}}
+	for _, d := range ds {
 		if o.list {
 			out.Devices = append(out.Devices, devinfoJSON{HCAID: d.Name})
 			continue
@@ -281,7 +288,7 @@ func devinfoJSONCmd(stdout io.Writer, devs []uverbs.Device, o devinfoOptions) er
 		}
 		out.Devices = append(out.Devices, j)
 	}
-	return writeJSON(stdout, out)
+	return cli.WriteJSON(stdout, out)
 }
 
 // hcaJSON queries one device for devinfo -json.

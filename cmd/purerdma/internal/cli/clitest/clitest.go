@@ -1,0 +1,30 @@
+// Package clitest runs a purerdma command in tests as purerdma would,
+// through cli.Set's dispatch, with no other commands registered.
+package clitest
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+)
+
+// Run runs the command line args ("devices", "-json") with only c
+// registered and returns the exit status and what it printed.
+func Run(c cli.Command, args ...string) (code int, stdout, stderr string) {
+	return RunContext(context.Background(), c, args...)
+}
+
+// RunContext is Run with a context.
+func RunContext(ctx context.Context, c cli.Command, args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Set(c).Run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// Set is the commands purerdma would have if c were its only one.
+func Set(c cli.Command) cli.Set {
+	s := cli.Set{}
+	s.Add(c)
+	return s
+}
