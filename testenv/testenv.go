@@ -2,7 +2,8 @@
 // devices, root. Tests that need something call a helper here, which skips
 // the test on a plain development host, and fails it inside the soft-RoCE
 // test VM, which sets PURERDMA_REQUIRE_DEVICE=1 because it promises two
-// rxe devices (rxe0 on veth0, rxe1 on veth1) and root.
+// rxe devices (rxe0 on veth0, rxe1 on veth1) and root. PeerHost gives
+// the tests of the two-VM bed (rxevm -peer) the other host.
 package testenv
 
 import (

@@ -1,12 +1,25 @@
 // Command rxevm runs a command inside a soft-RoCE QEMU VM:
 //
-//	go run ./cmd/rxevm [-kernel 6.1|6.12] [-timeout D] -- CMD [ARGS...]
+//	go run ./cmd/rxevm [-kernel 6.1|6.12] [-peer 6.1|6.12] [-timeout D] -- CMD [ARGS...]
 //
 // The VM has two rxe devices, rxe0 on veth0 (198.18.0.1) and rxe1 on veth1
 // (198.18.0.2); CMD runs as root in the current directory with the host's
 // files at the same paths and PURERDMA_REQUIRE_DEVICE=1 set. rxevm exits
 // with CMD's exit status, 124 when the timeout killed the VM, and 125 when
 // the VM itself failed.
+//
+// With -peer KERNEL (env PURERDMA_PEER_KERNEL) a second VM, the peer,
+// boots beside the first with KERNEL, one vCPU each: the two-VM bed.
+// A data link joins them (link0 on both, MTU 4200, rxe2 on both ends,
+// 198.18.2.1 on the first VM and 198.18.2.2 on the peer, active_mtu 4096
+// checked at boot), and a management link (mgmt0, 198.18.3.1 and
+// 198.18.3.2) carries rxevm-peer: inside either VM, `rxevm-peer CMD
+// [ARGS...]` runs CMD on the other one in the same directory with the
+// same host files and environment, streams its stdout and stderr and
+// exits with its status (125 when the peer VM stopped or hung, with its
+// console's last lines). CMD runs on the first VM with RXEVM_LOCAL_ADDR,
+// RXEVM_PEER_ADDR, RXEVM_LOCAL_DEV, RXEVM_PEER_DEV and RXEVM_PEER_VM (the
+// peer's kernel release) set; see docs/testing.md, "The two-VM bed".
 //
 // With -empty-root the VM has none of the host's files: its root holds
 // the kernel modules, rxevm itself as /init (so it must be a static
@@ -42,6 +55,9 @@ func main() {
 	if vm.IsGuest(os.Args) {
 		vm.GuestMain()
 	}
+	if filepath.Base(os.Args[0]) == vm.PeerCommand {
+		os.Exit(vm.PeerMain(os.Args[1:]))
+	}
 	os.Exit(run())
 }
 
@@ -51,6 +67,7 @@ func run() int {
 	fs := flag.NewFlagSet("rxevm", flag.ContinueOnError)
 	fs.StringVar(&cfg.Kernel, "kernel", envOr("PURERDMA_KERNEL", "6.1"), "Debian kernel: 6.1, 6.12 or a linux-image-* package (env PURERDMA_KERNEL)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "kill the VM after this long, boot included")
+	fs.StringVar(&cfg.Peer, "peer", os.Getenv("PURERDMA_PEER_KERNEL"), "boot a second VM with this kernel, joined to the first by an RDMA link; rxevm-peer runs commands on it (env PURERDMA_PEER_KERNEL)")
 	fs.BoolVar(&cfg.Refresh, "refresh", false, "look for a newer kernel package than the cached one")
 	fs.BoolVar(&cfg.Dmesg, "dmesg", false, "print the guest kernel log after the command")
 	fs.BoolVar(&cfg.Verbose, "v", false, "show the boot console too")
@@ -64,6 +81,10 @@ func run() int {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: rxevm [flags] -- CMD [ARGS...]\n")
 		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nWith -peer, CMD runs on the first VM (198.18.2.1, rxe2 on link0) and `rxevm-peer CMD...`\n"+
+			"inside either VM runs a command on the other (198.18.2.2 on the peer); RXEVM_LOCAL_ADDR,\n"+
+			"RXEVM_PEER_ADDR, RXEVM_LOCAL_DEV, RXEVM_PEER_DEV and RXEVM_PEER_VM name both ends.\n"+
+			"docs/testing.md, \"The two-VM bed\".\n")
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
@@ -75,8 +96,8 @@ func run() int {
 		return 2
 	}
 	if *emptyRoot {
-		if *gotest || len(writable) > 0 {
-			fmt.Fprintln(os.Stderr, "rxevm: -empty-root shares no host folder: -gotest and -rw do not apply")
+		if *gotest || len(writable) > 0 || cfg.Peer != "" {
+			fmt.Fprintln(os.Stderr, "rxevm: -empty-root shares no host folder and has no peer: -gotest, -rw and -peer do not apply")
 			return 2
 		}
 		if err := emptyRootConfig(&cfg, adds); err != nil {
@@ -108,7 +129,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return res.ExitCode
 	}
-	if !*quiet {
+	if !*quiet && cfg.Peer != "" {
+		fmt.Fprintf(os.Stderr, "rxevm: kernel %s, peer kernel %s: boot %.1fs, command %.1fs, total %.1fs, exit %d\n",
+			res.Kernel.Release, res.Peer.Release, res.Boot.Seconds(), res.Command.Seconds(), res.Total.Seconds(), res.ExitCode)
+	} else if !*quiet {
 		fmt.Fprintf(os.Stderr, "rxevm: kernel %s: boot %.1fs, command %.1fs, total %.1fs, exit %d\n",
 			res.Kernel.Release, res.Boot.Seconds(), res.Command.Seconds(), res.Total.Seconds(), res.ExitCode)
 	}
@@ -193,10 +217,14 @@ func logRun(cfg vm.Config, res vm.Result) {
 	if path == "" {
 		return
 	}
-	line, _ := json.Marshal(map[string]any{
+	rec := map[string]any{
 		"kernel": cfg.Kernel, "release": res.Kernel.Release, "cmd": filepath.Base(cfg.Args[0]),
 		"exit": res.ExitCode, "boot_s": res.Boot.Seconds(), "total_s": res.Total.Seconds(),
-	})
+	}
+	if cfg.Peer != "" {
+		rec["peer"], rec["peer_release"] = cfg.Peer, res.Peer.Release
+	}
+	line, _ := json.Marshal(rec)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rxevm:", err)

@@ -9,6 +9,11 @@
 // command's output. The guest half ([GuestMain]) is the same executable
 // started as PID 1 inside the VM.
 //
+// With [Config.Peer] a second VM boots beside the first, joined to it by
+// a data link with one rxe device on each end and a management link over
+// which rxevm-peer ([PeerMain]) runs commands on the other VM: the
+// two-VM bed (peer.go, docs/testing.md "The two-VM bed").
+//
 // With [Config.EmptyRoot] the VM shares nothing with the host: its only
 // files are the initramfs's (the modules, a static build of the runner as
 // /init, and the static binaries under test), the runner's init sets up

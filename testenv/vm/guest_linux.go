@@ -89,6 +89,27 @@ func guestRun() guestStatus {
 	if err := setupPmem(); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
+	if gc.Link != nil { // the two-VM bed (peer.go)
+		if err := setupLink(gc.Link, ipCommand); err != nil {
+			return guestStatus{Error: err.Error()}
+		}
+		if gc.Env, err = installPeerCommand(gc.Env); err != nil {
+			return guestStatus{Error: "installing rxevm-peer: " + err.Error()}
+		}
+		if err := startPeerServer(gc.Link, gc.Env, console); err != nil {
+			return guestStatus{Error: err.Error()}
+		}
+		if gc.Serve {
+			fmt.Fprintf(console, "rxevm: peer VM ready: %s %s on %s\n", linkDev, linkAddrs[gc.Link.Side], linkNetdev)
+			for { // until the host stops the VM
+				time.Sleep(time.Hour)
+			}
+		}
+		if err := waitForPeer(gc.Link); err != nil {
+			// Booted again unless the peer's own set-up failed.
+			return guestStatus{Error: "the peer VM: " + err.Error(), PeerDown: !strings.Contains(err.Error(), "set-up failed")}
+		}
+	}
 
 	// Look the command up in the host's PATH, as the host would.
 	for _, kv := range gc.Env {

@@ -25,6 +25,8 @@ var bootModules = []string{
 	// API's "crc32c", which must be loaded before it for the same reason.
 	"crc32c_generic", "siw",
 	"veth", "dummy",
+	// The two-VM bed's links (rxevm -peer).
+	"virtio_net",
 	// Persistent memory: the NVDIMM (nfit, nd_pmem) as device DAX.
 	"nfit", "nd_pmem", "dax_pmem", "device_dax",
 }

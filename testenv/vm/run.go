@@ -33,11 +33,16 @@ type Config struct {
 	Env      []string      // environment; default os.Environ()
 	Writable []string      // host folders mounted read-write at the same path
 	MemoryMB int           // default 3072
-	CPUs     int           // default 2
+	CPUs     int           // default 2, 1 with Peer
 	Stdout   io.Writer     // the command's output (stdout and stderr, merged)
 	Stderr   io.Writer     // the runner's own messages
 	Dmesg    bool          // print the guest kernel log after the command
 	Verbose  bool          // pass boot messages through
+	// Peer, when set, boots a second VM with this kernel beside the
+	// first, joined to it by a data link with one rxe device on each end
+	// and a management link that carries rxevm-peer (the two-VM bed,
+	// peer.go). Args run on the first VM.
+	Peer string
 	// EmptyRoot, when set, boots a VM without the host's file system that
 	// runs EmptyRoot.Steps instead of Args; Dir, Env and Writable are not
 	// used then.
@@ -51,6 +56,7 @@ type Result struct {
 	// was not ready), 0 when every step exited 0.
 	ExitCode int
 	Kernel   Kernel
+	Peer     Kernel        // the peer VM's, with Config.Peer
 	Boot     time.Duration // from starting qemu to the command starting
 	Command  time.Duration
 	Total    time.Duration
@@ -63,6 +69,8 @@ type guestConfig struct {
 	Dir    string
 	Env    []string
 	Marker string
+	Link   *linkConfig // in the two-VM bed
+	Serve  bool        // the bed's peer: serve rxevm-peer until killed instead of running Args
 }
 
 // guestStatus comes back from the guest.
@@ -70,6 +78,9 @@ type guestStatus struct {
 	ExitCode int
 	Error    string // setup failure before the command ran
 	Command  time.Duration
+	// PeerDown: the set-up failed because the bed's peer VM stopped or
+	// never answered.
+	PeerDown bool
 }
 
 const guestArg = "__rxevm_guest__"
@@ -108,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	if cfg.CPUs == 0 {
 		cfg.CPUs = 2
+		if cfg.Peer != "" {
+			cfg.CPUs = 1 // two TCG guests on the machine: one vCPU each
+		}
 	}
 	if cfg.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -120,15 +134,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	if cfg.EmptyRoot != nil {
+		if cfg.Peer != "" {
+			return res, errors.New("rxevm: an empty-root VM has no peer")
+		}
 		return runEmptyRoot(ctx, cfg, k, logf)
 	}
-	siw, err := SiwModule(ctx, k, logf)
+	initrd, err := vmInitramfs(ctx, k, logf)
 	if err != nil {
 		return res, err
 	}
-	initrd, err := buildInitramfs(k, siw)
-	if err != nil {
-		return res, err
+	var peer *peerBoot
+	if cfg.Peer != "" {
+		pk, err := ResolveKernel(ctx, cfg.Peer, cfg.Refresh, logf)
+		if err != nil {
+			return res, fmt.Errorf("rxevm: peer VM: %w", err)
+		}
+		pinitrd, err := vmInitramfs(ctx, pk, logf)
+		if err != nil {
+			return res, fmt.Errorf("rxevm: peer VM: %w", err)
+		}
+		peer = &peerBoot{kernel: pk, initrd: pinitrd}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -137,12 +162,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	exe, _ = filepath.EvalSymlinks(exe)
 
 	for attempt := 1; ; attempt++ {
-		res, retry, err := boot(ctx, cfg, k, initrd, exe)
+		res, retry, err := boot(ctx, cfg, k, initrd, exe, peer)
 		if !retry || attempt == bootAttempts {
 			return res, err
 		}
 		logf("rxevm: boot %d of %d failed before the command started; booting again: %v", attempt, bootAttempts, err)
 	}
+}
+
+// vmInitramfs is the initramfs of k's VM (the siw module built first).
+func vmInitramfs(ctx context.Context, k Kernel, logf func(string, ...any)) (string, error) {
+	siw, err := SiwModule(ctx, k, logf)
+	if err != nil {
+		return "", err
+	}
+	return buildInitramfs(k, siw)
+}
+
+// peerBoot is the bed's peer VM to boot beside the first.
+type peerBoot struct {
+	kernel Kernel
+	initrd string
 }
 
 // bootAttempts bounds boots that fail before the command starts. QEMU's
@@ -153,8 +193,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 const bootAttempts = 3
 
 // boot runs one VM. retry reports a failure before the command started.
-func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Result, retry bool, err error) {
+func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string, pb *peerBoot) (res Result, retry bool, err error) {
 	res = Result{ExitCode: ExitVMFailed, Kernel: k}
+	if pb != nil {
+		res.Peer = pb.kernel
+	}
 	out, err := os.MkdirTemp("", "rxevm-")
 	if err != nil {
 		return res, false, fmt.Errorf("rxevm: %w", err)
@@ -183,6 +226,33 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		fmt.Fprintf(&shares, "%s %s\n", tag, abs)
 		virtfs = append(virtfs, "-virtfs", "local,path="+abs+",mount_tag="+tag+",security_model=none,multidevs=remap")
 	}
+	var peer *peerVM
+	var linkArgv []string
+	if pb != nil {
+		linkDir, err := os.MkdirTemp("", "rxevm-link-")
+		if err != nil {
+			return res, false, fmt.Errorf("rxevm: %w", err)
+		}
+		defer os.RemoveAll(linkDir)
+		token := newToken()
+		gc.Link = &linkConfig{Side: 0, Token: token, PeerKernel: pb.kernel.Release}
+		gc.Env = append(gc.Env, linkEnv(gc.Link)...)
+		pgc := guestConfig{Dir: cfg.Dir, Env: guestEnv(cfg.Env, pb.kernel), Marker: newToken(), Serve: true,
+			Link: &linkConfig{Side: 1, Token: token, PeerKernel: k.Release}}
+		pgc.Env = append(pgc.Env, linkEnv(pgc.Link)...)
+		peer, err = startPeer(ctx, cfg, pb.kernel, pb.initrd, exe, pgc, shares.String(), virtfs, linkDir, out)
+		if err != nil {
+			return res, false, err
+		}
+		defer peer.stop() // before out is removed: the peer mirrors its console there
+		linkArgv = linkArgs(linkDir, 0)
+	}
+	peerTail := func() string {
+		if peer == nil {
+			return ""
+		}
+		return peer.tail()
+	}
 	files := map[string][]byte{"exe": []byte(exe), "shares": []byte(shares.String())}
 	if files["config.json"], err = json.Marshal(gc); err != nil {
 		return res, false, fmt.Errorf("rxevm: %w", err)
@@ -193,17 +263,9 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		}
 	}
 
-	args := append(qemuArgs(cfg, k, initrd, ""),
-		// An emulated NVDIMM (ACPI NFIT): the guest's persistent memory,
-		// which rxe requires for FLUSH_PERSISTENT (guest_linux.go).
-		"-machine", "pc,nvdimm=on",
-		"-m", fmt.Sprintf("%d,slots=1,maxmem=%dM", cfg.MemoryMB, cfg.MemoryMB+pmemMB),
-		"-object", fmt.Sprintf("memory-backend-file,id=pmem0,share=on,mem-path=%s,size=%dM", pmemDir, pmemMB),
-		"-device", "nvdimm,id=nvdimm0,memdev=pmem0",
-		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
-		"-virtfs", "local,path="+out+",mount_tag=out,security_model=none",
-	)
+	args := append(qemuArgs(cfg, k, initrd, ""), vmArgs(cfg, pmemDir, out)...)
 	args = append(args, virtfs...)
+	args = append(args, linkArgv...)
 	console := &consoleFilter{start: []byte("\nRXEVM-START-" + gc.Marker + "\n"), end: []byte("\nRXEVM-END-" + gc.Marker + "\n"), out: cfg.Stdout, verbose: cfg.Verbose,
 		startedCh: make(chan struct{}), endedCh: make(chan struct{})}
 	qctx, kill := context.WithCancel(ctx)
@@ -212,17 +274,25 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 	runErr, qemuErr, total := runQEMU(qctx, args, console, &res)
 	res.Total = total
 	bit := dog.stop()
+	peerGone := ""
+	if peer != nil {
+		peerGone = peer.exited()
+		peer.stop()
+		if peerGone != "" && res.Boot != 0 {
+			fmt.Fprintf(cfg.Stderr, "rxevm: %s while the command ran%s\n", peerGone, peer.tail())
+		}
+	}
 
 	if ctx.Err() != nil {
 		res.ExitCode = ExitTimeout
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return res, false, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed%s", cfg.Timeout, k.Release, console.tail())
+			return res, false, fmt.Errorf("rxevm: timed out after %v (kernel %s); the VM and the command were killed%s%s", cfg.Timeout, k.Release, console.tail(), peerTail())
 		}
 		return res, false, fmt.Errorf("rxevm: interrupted; the VM was killed")
 	}
 	switch bit {
 	case dogBoot:
-		return res, true, fmt.Errorf("rxevm: the VM did not start the command within %v of starting QEMU; it was killed (kernel %s)%s", bootLimit, k.Release, console.tail())
+		return res, true, fmt.Errorf("rxevm: the VM did not start the command within %v of starting QEMU; it was killed (kernel %s)%s%s", bootLimit, k.Release, console.tail(), peerTail())
 	case dogPowerOff:
 		// The command ran and ended; what it reported is read below.
 		fmt.Fprintf(cfg.Stderr, "rxevm: the VM did not power off within %v of the command's end; it was killed (kernel %s)\n", powerOffLimit, k.Release)
@@ -238,6 +308,9 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		statusErr = json.Unmarshal(b, &st)
 	}
 	switch {
+	case statusErr == nil && st.Error != "" && st.PeerDown:
+		// Both VMs are booted again: the command has not run.
+		return res, true, fmt.Errorf("rxevm: VM set-up failed before the command ran (kernel %s): %s%s", k.Release, st.Error, peerTail())
 	case statusErr == nil && st.Error != "":
 		return res, false, fmt.Errorf("rxevm: VM set-up failed before the command ran (kernel %s): %s%s", k.Release, st.Error, console.tail())
 	case statusErr == nil:
@@ -259,6 +332,22 @@ func boot(ctx context.Context, cfg Config, k Kernel, initrd, exe string) (res Re
 		why += fmt.Sprintf(" (qemu: %v %s)", runErr, qemuErr)
 	}
 	return res, res.Boot == 0, fmt.Errorf("rxevm: %s (kernel %s)%s", why, k.Release, console.tail())
+}
+
+// vmArgs are the QEMU options of the normal VM (not the empty-root one)
+// past qemuArgs: its machine, memory, NVDIMM and the host and out
+// shares.
+func vmArgs(cfg Config, pmemDir, out string) []string {
+	return []string{
+		// An emulated NVDIMM (ACPI NFIT): the guest's persistent memory,
+		// which rxe requires for FLUSH_PERSISTENT (guest_linux.go).
+		"-machine", "pc,nvdimm=on",
+		"-m", fmt.Sprintf("%d,slots=1,maxmem=%dM", cfg.MemoryMB, cfg.MemoryMB+pmemMB),
+		"-object", fmt.Sprintf("memory-backend-file,id=pmem0,share=on,mem-path=%s,size=%dM", pmemDir, pmemMB),
+		"-device", "nvdimm,id=nvdimm0,memdev=pmem0",
+		"-virtfs", "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
+		"-virtfs", "local,path=" + out + ",mount_tag=out,security_model=none",
+	}
 }
 
 // Watchdog limits. A boot reaches the command in 5-20 s here, and the
@@ -341,7 +430,8 @@ func guestEnv(env []string, k Kernel) []string {
 	var out []string
 	for _, kv := range env {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "PURERDMA_REQUIRE_DEVICE", "PURERDMA_VM", "PURERDMA_VM_KERNEL", "PURERDMA_PMEM":
+		case "PURERDMA_REQUIRE_DEVICE", "PURERDMA_VM", "PURERDMA_VM_KERNEL", "PURERDMA_PMEM",
+			EnvLocalAddr, EnvPeerAddr, EnvLocalDev, EnvPeerDev, EnvPeerVM:
 		default:
 			out = append(out, kv)
 		}
