@@ -7,6 +7,7 @@
 #   make fuzz                 every fuzz target for FUZZTIME (10s) each
 #   make lint                 gofmt, go vet, CGO_ENABLED=0 build, shell syntax, layering check
 #   make bench                benchmarks in one VM boot per kernel
+#   make vmtest-peer          the two-VM bed's tests (rxevm -peer), 6.1 beside 6.12 and back
 
 GO      ?= go
 KERNELS ?= 6.1 6.12
@@ -63,13 +64,13 @@ unit: deps examples
 # then the gRPC example's (a module of its own: rsocket/examples/grpc);
 # the host-only source checks (layering, the ABI against the C headers)
 # ran in make unit and would only boot a VM to skip.
-HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot uverbs/internal/mlx5/oracle cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils/examplerun
+HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot cmd/purerdma/internal/cli cmd/purerdma/internal/devs uverbs/internal/mlx5/oracle cmd/rxevm testenv/vm uverbs/internal/siw uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils/examplerun
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
 	cd rsocket/examples/grpc && PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) ./...
 	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(SIWPKGS)
-	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMDRUN)' ./cmd/purerdma
+	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMDRUN)' ./cmd/purerdma/...
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWEXRUN)' ./rpma/examples
 
 # The fabric-aware tests again on soft-iWARP (docs/testing.md, "Fabrics"):
@@ -77,11 +78,9 @@ vmtest: deps examples
 # riostream and rcopy tests (rsocket against rdma-core's tools in
 # rsockets' iWARP form); and the rpma examples that end by themselves (06 and 13 wait
 # 15 s and 10 s for clients that do not come; 10 and 11 send immediate
-# data, which iWARP has not). Not rsocket's own suite: its
-# TestManyConnections hung on siw with Linux 6.12 on 2026-11-27
-# (docs/testing.md, "rsocket's tests").
-SIWPKGS   := ./uverbs ./rdmacm ./rpma
-SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftestPasses|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
+# data, which iWARP has not).
+SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
+SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftest(Passes|FailsOnWrongData|LostCompletion)|TestHWCheckScript|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 
 # The concurrency tests again, built with the race detector, in the VM.
@@ -158,3 +157,18 @@ soak: deps
 	  PURERDMA_SOAK=1 PURERDMA_KERNEL=$$k $(GO) test -count=1 -timeout 60m -exec $(CURDIR)/scripts/vmexec \
 	    -run '^(TestStream|TestManyConnections)$$' -v $(TESTFLAGS) ./rsocket; \
 	done
+
+# The two-VM bed (rxevm -peer, docs/testing.md "The two-VM bed"): its own
+# tests, one VM per kernel, 6.1 beside 6.12 and 6.12 beside 6.1 (not part
+# of make test yet); then a peer VM that hangs and then crashes under
+# rxevm-peer, in a bed of its own.
+.PHONY: vmtest-peer
+PEERPAIRS ?= 6.1:6.12 6.12:6.1
+vmtest-peer: deps
+	@set -e; for pair in $(PEERPAIRS); do \
+	  echo "== $${pair%%:*} beside $${pair##*:}"; \
+	  PURERDMA_KERNEL=$${pair%%:*} PURERDMA_PEER_KERNEL=$${pair##*:} $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec \
+	    -run '^TestPeer' $(TESTFLAGS) ./testenv/vm; \
+	done
+	PURERDMA_KERNEL=6.1 PURERDMA_PEER_KERNEL=6.12 $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec \
+	  -run '^TestBedPeerFailures$$' $(TESTFLAGS) ./testenv/vm
