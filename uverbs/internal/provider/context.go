@@ -199,3 +199,17 @@ func PostFailed(i int, wrid uint64, err error) error {
 	}
 	return &PostError{Index: i, WRID: wrid, Err: err}
 }
+
+// BrokenDoorbell is a test hook's doorbell for the providers whose
+// doorbell is an empty POST_SEND (rxe, siw): one that names a QP handle
+// that does not exist, so the kernel refuses it with EINVAL. dbOut is
+// the response buffer of the QP's own doorbell.
+func (c *Context) BrokenDoorbell(dbOut []byte) ([]byte, sys.Doorbell, error) {
+	req := abi.PostSend{QPHandle: ^uint32(0), WQESize: uint32(abi.SizeofSendWR), Response: uint64(sys.PointerTo(dbOut))}
+	db := c.fd.CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(dbOut))
+	bell, err := c.fd.Doorbell(db)
+	if err != nil {
+		return nil, sys.Doorbell{}, err
+	}
+	return db, bell, nil
+}

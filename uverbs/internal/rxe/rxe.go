@@ -732,9 +732,7 @@ func (p *Provider) AHCreated(ah *provider.AH, _ *provider.AHAttr, out []byte) er
 // what a failed doorbell leaves behind.
 func (q *QP) BreakDoorbell() (restore func(), err error) {
 	good, goodBell := q.db, q.bell
-	req := abi.PostSend{QPHandle: ^uint32(0), WQESize: uint32(abi.SizeofSendWR), Response: uint64(sys.PointerTo(q.dbOut))}
-	db := q.p.ctx.FD().CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
-	bell, err := q.p.ctx.FD().Doorbell(db)
+	db, bell, err := q.p.ctx.BrokenDoorbell(q.dbOut)
 	if err != nil {
 		return nil, err
 	}
