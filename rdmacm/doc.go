@@ -50,7 +50,10 @@
 // through its states with the attributes the kernel computes
 // (RDMA_USER_CM_CMD_INIT_QP_ATTR, as rdma_init_qp_attr): to INIT at
 // once (a UD QP on to RTS), to RTR and RTS when Accept is called or when
-// the peer accepts, to ERR on Disconnect. The ID owns that QP and the
+// the peer accepts, to ERR on Disconnect. On iWARP the kernel's CM moves
+// the QP to RTS itself, and ESTABLISHED records it without a kernel call
+// (uverbs.QP.EstablishedByCM: siw strands data that arrives during a
+// QP modify). The ID owns that QP and the
 // CQs it makes for it, and the SRQ of CreateSRQ. A caller that creates
 // its QP itself moves it with InitQPAttr, passes its number in
 // ConnParam, and on the active side calls Establish after
