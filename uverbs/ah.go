@@ -53,7 +53,7 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		DLID: attr.DLID, SL: attr.SL, SrcPathBits: attr.SrcPathBits, StaticRate: attr.StaticRate,
 		IsGlobal: boolByte(attr.IsGlobal), PortNum: uint8(attr.PortNum),
 	}}
-	req.Response = uint64(sys.PointerTo(resp))
+	req.Response = sys.PointerTo(resp)
 	if err := c.fd.Command("uverbs CREATE_AH", abi.IB_USER_VERBS_CMD_CREATE_AH, abi.Bytes(&req), resp); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	}
 	var req abi.CreateCompChannel
 	var resp abi.CreateCompChannelResp
-	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	req.Response = sys.PointerTo(abi.Bytes(&resp))
 	if err := c.fd.Command("uverbs CREATE_COMP_CHANNEL", abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return nil, err
 	}

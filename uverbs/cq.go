@@ -298,7 +298,7 @@ func (cq *CQ) Resize(size int) error {
 	drvLen := cq.q.ResizeDriverOutLen()
 	resp := make([]byte, abi.OffsetofResizeCQRespDriverData+drvLen)
 	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(size)}
-	req.Response = uint64(sys.PointerTo(resp))
+	req.Response = sys.PointerTo(resp)
 	in := append(append([]byte{}, abi.Bytes(&req)...), drv.In...) // the core request, then the driver's
 	if err := cq.ctx.fd.Command("uverbs RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, in, resp); err != nil {
 		drv.Abort()

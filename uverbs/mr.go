@@ -141,7 +141,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	var resp abi.RegMRResp
 	req := abi.RegMR{
-		Response:    uint64(sys.PointerTo(abi.Bytes(&resp))),
+		Response:    sys.PointerTo(abi.Bytes(&resp)),
 		Start:       st.addr,
 		Length:      st.length,
 		HCAVA:       st.addr,
@@ -172,7 +172,7 @@ func (c *Context) regMRCommand(req *abi.RegMR, resp *abi.RegMRResp) error {
 	}
 	drvIn, drvOutLen := d.RegMRDriverData()
 	out := make([]byte, len(abi.Bytes(resp))+drvOutLen)
-	req.Response = uint64(sys.PointerTo(out))
+	req.Response = sys.PointerTo(out)
 	in := append(append([]byte(nil), abi.Bytes(req)...), drvIn...)
 	err := c.fd.Command("uverbs REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, in, out)
 	copy(abi.Bytes(resp), out)
@@ -453,7 +453,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 	}
 	var resp abi.ReregMRResp
 	req := abi.ReregMR{
-		Response:    uint64(sys.PointerTo(abi.Bytes(&resp))),
+		Response:    sys.PointerTo(abi.Bytes(&resp)),
 		MRHandle:    mr.handle,
 		Flags:       uint32(flags),
 		Start:       next.addr,

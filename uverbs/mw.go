@@ -65,7 +65,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	c := pd.ctx
 	var resp abi.AllocMWResp
 	req := abi.AllocMW{
-		Response: uint64(sys.PointerTo(abi.Bytes(&resp))),
+		Response: sys.PointerTo(abi.Bytes(&resp)),
 		PDHandle: pd.handle,
 		MWType:   uint8(typ),
 	}

@@ -30,7 +30,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	}
 	var req abi.AllocPD
 	var resp abi.AllocPDResp
-	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	req.Response = sys.PointerTo(abi.Bytes(&resp))
 	if err := c.fd.Command("uverbs ALLOC_PD", abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return nil, err
 	}

@@ -452,7 +452,7 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	}
 	var resp abi.QueryQPResp
 	req := abi.QueryQP{QPHandle: qp.handle, AttrMask: uint32(mask)}
-	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	req.Response = sys.PointerTo(abi.Bytes(&resp))
 	if err := qp.ctx.fd.Command("uverbs QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return QPAttr{}, err
 	}

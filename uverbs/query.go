@@ -349,7 +349,7 @@ func (c *Context) queryDeviceLegacy() (abi.QueryDeviceResp, error) {
 		return abi.QueryDeviceResp{}, errClosedContext
 	}
 	var resp abi.QueryDeviceResp
-	req := abi.QueryDevice{Response: uint64(sys.PointerTo(abi.Bytes(&resp)))}
+	req := abi.QueryDevice{Response: sys.PointerTo(abi.Bytes(&resp))}
 	err := c.fd.Command("uverbs QUERY_DEVICE "+c.dev.Name, abi.IB_USER_VERBS_CMD_QUERY_DEVICE, abi.Bytes(&req), abi.Bytes(&resp))
 	return resp, err
 }
@@ -605,7 +605,7 @@ func (c *Context) queryPortLegacy(port int) (abi.QueryPortResp, error) {
 	if c.closed.Load() {
 		return resp, errClosedContext
 	}
-	req := abi.QueryPort{Response: uint64(sys.PointerTo(abi.Bytes(&resp))), PortNum: uint8(port)}
+	req := abi.QueryPort{Response: sys.PointerTo(abi.Bytes(&resp)), PortNum: uint8(port)}
 	err := c.fd.Command("uverbs QUERY_PORT "+c.portName(port), abi.IB_USER_VERBS_CMD_QUERY_PORT, abi.Bytes(&req), abi.Bytes(&resp))
 	return resp, err
 }

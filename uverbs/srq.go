@@ -267,7 +267,7 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 	}
 	var resp abi.QuerySRQResp
 	req := abi.QuerySRQ{SRQHandle: srq.handle}
-	req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+	req.Response = sys.PointerTo(abi.Bytes(&resp))
 	if err := srq.ctx.fd.Command("uverbs QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return SRQAttr{}, err
 	}

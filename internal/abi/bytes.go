@@ -2,6 +2,11 @@ package abi
 
 import "unsafe"
 
+// Pointer is a 64-bit struct member that carries an address in this
+// process for the kernel to write to (a command's response buffer). Fill
+// it only from live, pinned Go memory: sys.PointerTo.
+type Pointer uint64
+
 // Bytes views a kernel struct (or integer) as the bytes the kernel reads
 // or writes: no copy, same memory. T must hold no Go pointers; every
 // generated type qualifies.

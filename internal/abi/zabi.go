@@ -211,7 +211,7 @@ type CmdHdr struct {
 //
 // C: struct ib_uverbs_ex_cmd_hdr
 type ExCmdHdr struct {
-	Response         uint64
+	Response         Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	ProviderInWords  uint16
 	ProviderOutWords uint16
 	CmdHdrReserved   uint32
@@ -223,7 +223,7 @@ type ExCmdHdr struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofGetContextDriverData.
 type GetContext struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 }
 
 // OffsetofGetContextDriverData is the offset of the flexible array member __aligned_u64 driver_data[] of struct ib_uverbs_get_context.
@@ -249,7 +249,7 @@ const OffsetofGetContextRespDriverData = 8
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofQueryDeviceDriverData.
 type QueryDevice struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 }
 
 // OffsetofQueryDeviceDriverData is the offset of the flexible array member __aligned_u64 driver_data[] of struct ib_uverbs_query_device.
@@ -377,7 +377,7 @@ type ExQueryDeviceResp struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofQueryPortDriverData.
 type QueryPort struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	PortNum  uint8
 	Reserved [7]uint8
 }
@@ -419,7 +419,7 @@ type QueryPortResp struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofAllocPDDriverData.
 type AllocPD struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 }
 
 // OffsetofAllocPDDriverData is the offset of the flexible array member __aligned_u64 driver_data[] of struct ib_uverbs_alloc_pd.
@@ -450,7 +450,7 @@ type DeallocPD struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofOpenXRCDDriverData.
 type OpenXRCD struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	FD       uint32
 	Oflags   uint32
 }
@@ -483,7 +483,7 @@ type CloseXRCD struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofRegMRDriverData.
 type RegMR struct {
-	Response    uint64
+	Response    Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	Start       uint64
 	Length      uint64
 	HCAVA       uint64
@@ -514,7 +514,7 @@ const OffsetofRegMRRespDriverData = 12
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofReregMRDriverData.
 type ReregMR struct {
-	Response    uint64
+	Response    Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	MRHandle    uint32
 	Flags       uint32
 	Start       uint64
@@ -554,7 +554,7 @@ type DeregMR struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofAllocMWDriverData.
 type AllocMW struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	PDHandle uint32
 	MWType   uint8
 	Reserved [3]uint8
@@ -588,7 +588,7 @@ type DeallocMW struct {
 //
 // C: struct ib_uverbs_create_comp_channel
 type CreateCompChannel struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 }
 
 // CreateCompChannelResp is struct ib_uverbs_create_comp_channel_resp.
@@ -604,7 +604,7 @@ type CreateCompChannelResp struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofCreateCQDriverData.
 type CreateCQ struct {
-	Response    uint64
+	Response    Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UserHandle  uint64
 	CQE         uint32
 	CompVector  uint32
@@ -657,7 +657,7 @@ type ExCreateCQResp struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofResizeCQDriverData.
 type ResizeCQ struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	CQHandle uint32
 	CQE      uint32
 }
@@ -683,7 +683,7 @@ const OffsetofResizeCQRespDriverData = 8
 //
 // C: struct ib_uverbs_poll_cq
 type PollCQ struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	CQHandle uint32
 	Ne       uint32
 }
@@ -749,7 +749,7 @@ type ReqNotifyCQ struct {
 //
 // C: struct ib_uverbs_destroy_cq
 type DestroyCQ struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	CQHandle uint32
 	Reserved uint32
 }
@@ -831,7 +831,7 @@ type QPAttr struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofCreateQPDriverData.
 type CreateQP struct {
-	Response      uint64
+	Response      Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UserHandle    uint64
 	PDHandle      uint32
 	SendCQHandle  uint32
@@ -881,7 +881,7 @@ type ExCreateQP struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofOpenQPDriverData.
 type OpenQP struct {
-	Response   uint64
+	Response   Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UserHandle uint64
 	PDHandle   uint32
 	QPN        uint32
@@ -944,7 +944,7 @@ type QPDest struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofQueryQPDriverData.
 type QueryQP struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	QPHandle uint32
 	AttrMask uint32
 }
@@ -1053,7 +1053,7 @@ type ExModifyQPResp struct {
 //
 // C: struct ib_uverbs_destroy_qp
 type DestroyQP struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	QPHandle uint32
 	Reserved uint32
 }
@@ -1153,7 +1153,7 @@ type SendWRWRUD struct {
 //
 // The flexible array member struct ib_uverbs_send_wr send_wr[] follows at OffsetofPostSendSendWR.
 type PostSend struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	QPHandle uint32
 	WRCount  uint32
 	SGECount uint32
@@ -1185,7 +1185,7 @@ type RecvWR struct {
 //
 // The flexible array member struct ib_uverbs_recv_wr recv_wr[] follows at OffsetofPostRecvRecvWR.
 type PostRecv struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	QPHandle uint32
 	WRCount  uint32
 	SGECount uint32
@@ -1208,7 +1208,7 @@ type PostRecvResp struct {
 //
 // The flexible array member struct ib_uverbs_recv_wr recv[] follows at OffsetofPostSRQRecvRecv.
 type PostSRQRecv struct {
-	Response  uint64
+	Response  Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	SRQHandle uint32
 	WRCount   uint32
 	SGECount  uint32
@@ -1231,7 +1231,7 @@ type PostSRQRecvResp struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofCreateAHDriverData.
 type CreateAH struct {
-	Response   uint64
+	Response   Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UserHandle uint64
 	PDHandle   uint32
 	Reserved   uint32
@@ -1831,7 +1831,7 @@ type DestroyFlow struct {
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofCreateSRQDriverData.
 type CreateSRQ struct {
-	Response   uint64
+	Response   Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UserHandle uint64
 	PDHandle   uint32
 	MaxWR      uint32
@@ -1848,7 +1848,7 @@ const OffsetofCreateSRQDriverData = 32
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofCreateXsrqDriverData.
 type CreateXsrq struct {
-	Response   uint64
+	Response   Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UserHandle uint64
 	SRQType    uint32
 	PDHandle   uint32
@@ -1900,7 +1900,7 @@ const OffsetofModifySRQDriverData = 16
 //
 // The flexible array member __aligned_u64 driver_data[] follows at OffsetofQuerySRQDriverData.
 type QuerySRQ struct {
-	Response  uint64
+	Response  Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	SRQHandle uint32
 	Reserved  uint32
 }
@@ -1922,7 +1922,7 @@ type QuerySRQResp struct {
 //
 // C: struct ib_uverbs_destroy_srq
 type DestroySRQ struct {
-	Response  uint64
+	Response  Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	SRQHandle uint32
 	Reserved  uint32
 }
@@ -2892,7 +2892,7 @@ type UCMCmdHdr struct {
 // C: struct rdma_ucm_create_id
 type UCMCreateID struct {
 	UID      uint64
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	PS       uint16
 	QPType   uint8
 	Reserved [5]uint8
@@ -2909,7 +2909,7 @@ type UCMCreateIDResp struct {
 //
 // C: struct rdma_ucm_destroy_id
 type UCMDestroyID struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	ID       uint32
 	Reserved uint32
 }
@@ -2925,7 +2925,7 @@ type UCMDestroyIDResp struct {
 //
 // C: struct rdma_ucm_bind_ip
 type UCMBindIP struct {
-	Response uint64
+	Response Pointer     // an address in this process that the kernel writes to (sys.PointerTo)
 	Addr     SockaddrIn6 // opaque: struct sockaddr_in6 of linux/in6.h
 	ID       uint32
 }
@@ -2975,7 +2975,7 @@ type UCMResolveRoute struct {
 //
 // C: struct rdma_ucm_query
 type UCMQuery struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	ID       uint32
 	Option   uint32
 }
@@ -3112,7 +3112,7 @@ type UCMDisconnect struct {
 //
 // C: struct rdma_ucm_init_qp_attr
 type UCMInitQPAttr struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	ID       uint32
 	QPState  uint32
 }
@@ -3129,7 +3129,7 @@ type UCMNotify struct {
 //
 // C: struct rdma_ucm_join_ip_mcast
 type UCMJoinIPMcast struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UID      uint64
 	Addr     SockaddrIn6 // opaque: struct sockaddr_in6 of linux/in6.h
 	ID       uint32
@@ -3139,7 +3139,7 @@ type UCMJoinIPMcast struct {
 //
 // C: struct rdma_ucm_join_mcast
 type UCMJoinMcast struct {
-	Response  uint64
+	Response  Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	UID       uint64
 	ID        uint32
 	AddrSize  uint16
@@ -3151,7 +3151,7 @@ type UCMJoinMcast struct {
 //
 // C: struct rdma_ucm_get_event
 type UCMGetEvent struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 }
 
 // UCMEventResp is struct rdma_ucm_event_resp.
@@ -3196,7 +3196,7 @@ type UCMSetOption struct {
 //
 // C: struct rdma_ucm_migrate_id
 type UCMMigrateID struct {
-	Response uint64
+	Response Pointer // an address in this process that the kernel writes to (sys.PointerTo)
 	ID       uint32
 	FD       uint32
 }

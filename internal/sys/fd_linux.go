@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/purerdma/rdma/internal/abi"
 )
 
 // FD is a command file descriptor (/dev/infiniband/uverbsN,
@@ -146,9 +148,10 @@ func Munmap(b []byte) error {
 	return errnoErr("munmap", rawMunmap(b))
 }
 
-// Pointer is a user address handed to the kernel in a 64-bit field. The
-// memory must stay alive and unmoved (pinned or heap) across the call.
-type Pointer uint64
+// Pointer is a user address handed to the kernel in a 64-bit field
+// (abi.Pointer, the type of the generated structs' response members).
+// The memory must stay alive and unmoved (pinned or heap) across the call.
+type Pointer = abi.Pointer
 
 // PointerTo returns the address of b's first byte (0 for an empty slice).
 func PointerTo(b []byte) Pointer {

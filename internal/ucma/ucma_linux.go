@@ -85,7 +85,8 @@ func command(s *sys.Scratch, cmd uint32, in []byte, outLen int) []byte {
 	return b
 }
 
-func addr[T any](p *T) uint64 { return uint64(uintptr(unsafe.Pointer(p))) }
+// addr is the address of a response struct, for a command's response member.
+func addr[T any](p *T) abi.Pointer { return abi.Pointer(uintptr(unsafe.Pointer(p))) }
 
 // call runs one command that has a response: resp points into s at
 // respOffset, cleared, for the request's response field; run builds and

@@ -154,7 +154,7 @@ func (c *Context) FlushRecvs(qp *QP) error {
 		}
 		var resp abi.QueryQPResp
 		req := abi.QueryQP{QPHandle: qp.Handle, AttrMask: attrState}
-		req.Response = uint64(sys.PointerTo(abi.Bytes(&resp)))
+		req.Response = sys.PointerTo(abi.Bytes(&resp))
 		if err := c.fd.Command("uverbs QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func PostFailed(i int, wrid uint64, err error) error {
 // that does not exist, so the kernel refuses it with EINVAL. dbOut is
 // the response buffer of the QP's own doorbell.
 func (c *Context) BrokenDoorbell(dbOut []byte) ([]byte, sys.Doorbell, error) {
-	req := abi.PostSend{QPHandle: ^uint32(0), WQESize: uint32(abi.SizeofSendWR), Response: uint64(sys.PointerTo(dbOut))}
+	req := abi.PostSend{QPHandle: ^uint32(0), WQESize: uint32(abi.SizeofSendWR), Response: sys.PointerTo(dbOut)}
 	db := c.fd.CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(dbOut))
 	bell, err := c.fd.Doorbell(db)
 	if err != nil {

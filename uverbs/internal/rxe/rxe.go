@@ -335,7 +335,7 @@ func (p *Provider) NewQP(qp *provider.QP, _ provider.DriverReq, out []byte) (pro
 	// requester. Built once, so posting allocates nothing.
 	q.dbOut = make([]byte, abi.Size[abi.PostSendResp]())
 	req := abi.PostSend{QPHandle: qp.Handle, WQESize: uint32(abi.SizeofSendWR)}
-	req.Response = uint64(sys.PointerTo(q.dbOut))
+	req.Response = sys.PointerTo(q.dbOut)
 	q.db = p.ctx.FD().CommandBuffer(abi.IB_USER_VERBS_CMD_POST_SEND, abi.Bytes(&req), len(q.dbOut))
 	if q.bell, err = p.ctx.FD().Doorbell(q.db); err != nil {
 		q.Unmap()

@@ -243,6 +243,10 @@ func (g *gen) buildStruct(gt *goType) error {
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", gt.path, st, err)
 		}
+		if typ == "uint64" && userPointer[m.Name] {
+			typ = "Pointer"
+			notes = append(notes, "an address in this process that the kernel writes to (sys.PointerTo)")
+		}
 		a := m.Type.Align
 		if m.Offset%a != 0 || a > t.Align {
 			notes = append(notes, fmt.Sprintf("C %s at an offset Go would not align it to (packed)", m.Type.CName()))
@@ -418,6 +422,11 @@ func (g *gen) storage(gt *goType, name string) error {
 	gt.fields = append(gt.fields, field{name: name, typ: fmt.Sprintf("[%d]byte", t.Size)})
 	return nil
 }
+
+// userPointer names the 64-bit struct members that carry an address in
+// the calling process for the kernel to write to: the type Pointer, not
+// a bare uint64, so that only an address made for the purpose fills one.
+var userPointer = map[string]bool{"response": true}
 
 // typeExpr is the Go type of a member of C type t in owner, with notes
 // for its comment. fieldName and st name anonymous types met on the way.
