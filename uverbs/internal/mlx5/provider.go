@@ -563,7 +563,20 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 		return fmt.Errorf("uverbs post send: the QP has no send queue (MaxSendWR 0): %w", sys.ErrInvalid)
 	}
 	if wr != nil && wr.Next == nil {
-		err := q.postOneSend(wr)
+		// One request: a plain one without inline data (postOneSend's
+		// first case) is built here, without postOneSend's frame.
+		var err error
+		sq, qp := q.sq, q.qp
+		if o := uint(wr.Opcode); wr.Flags&provider.SendInline == 0 && o < uint(len(plainOps)) &&
+			qp.Type != provider.QPTypeUD && len(wr.SGL) <= int(qp.Cap.MaxSendSGE) && len(wr.SGL) <= sq.maxGS &&
+			(!plainOps[o].rcOnly || qp.Type == provider.QPTypeRC) {
+			p := &plainOps[o]
+			if sq.PutPlain(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr) != nil {
+				err = provider.ErrSendQueueFull
+			}
+		} else {
+			err = q.postOneSend(wr)
+		}
 		if err != nil {
 			q.sq.Abort()
 			err = provider.PostFailed(0, wr.WRID, err)
@@ -594,20 +607,11 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 	if n := len(wr.SGL); n <= int(qp.Cap.MaxSendSGE) && qp.Type != provider.QPTypeUD {
 		var op uint8
 		imm, raddr := uint32(0), false
-		switch wr.Opcode {
-		case provider.WRSend:
-			op = OpSend
-		case provider.WRSendWithImm:
-			op, imm = OpSendImm, wr.Imm
-		case provider.WRRDMAWrite:
-			op, raddr = OpRDMAWrite, true
-		case provider.WRRDMAWriteWithImm:
-			op, imm, raddr = OpRDMAWriteImm, wr.Imm, true
-		case provider.WRRDMARead:
-			if qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 {
-				op, raddr = OpRDMARead, true
+		if o := uint(wr.Opcode); o < uint(len(plainOps)) {
+			if p := &plainOps[o]; !p.rcOnly || qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 {
+				op, imm, raddr = p.op, wr.Imm&p.immMask, p.raddr
 			}
-		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
+		} else if wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd {
 			if qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 && n == 1 &&
 				wr.RemoteAddr%8 == 0 && wr.SGL[0].Length >= AtomicSize && q.sq.maxGS >= 1 {
 				op := uint8(OpAtomicCS)
@@ -716,6 +720,29 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 		}
 	}
 	return sendErr(sq.Finish(wr.WRID))
+}
+
+// plainOp is how a plain request of one WROpcode is built: its mlx5
+// opcode, the mask of wr.Imm that goes in the ctrl segment (all of it
+// with immediate data, none without), whether a remote address segment
+// follows the ctrl segment, and whether only an RC QP posts it (not
+// inline).
+type plainOp struct {
+	op      uint8
+	raddr   bool
+	rcOnly  bool
+	immMask uint32
+}
+
+// plainOps is the plain requests' opcode decision for the WROpcodes below
+// its length (one load instead of a switch); the atomics, also plain,
+// have more conditions and are decided apart.
+var plainOps = [...]plainOp{
+	provider.WRRDMAWrite:        {op: OpRDMAWrite, raddr: true},
+	provider.WRRDMAWriteWithImm: {op: OpRDMAWriteImm, raddr: true, immMask: ^uint32(0)},
+	provider.WRSend:             {op: OpSend},
+	provider.WRSendWithImm:      {op: OpSendImm, immMask: ^uint32(0)},
+	provider.WRRDMARead:         {op: OpRDMARead, raddr: true, rcOnly: true},
 }
 
 // sendFM is the ctrl segment's fm_ce_se bits of a work request's flags.
