@@ -75,16 +75,20 @@ vmtest: deps examples
 	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(SIWPKGS)
 	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMDRUN)' ./cmd/purerdma/...
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWEXRUN)' ./rpma/examples
+	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMEXRUN)' ./rdmacm/examples
 
 # The fabric-aware tests again on soft-iWARP (docs/testing.md, "Fabrics"):
 # whole packages; the CLI's ping, devinfo, selftest, bench -R, rstream,
 # riostream and rcopy tests (rsocket against rdma-core's tools in
 # rsockets' iWARP form); and the rpma examples that end by themselves (06 and 13 wait
 # 15 s and 10 s for clients that do not come; 10 and 11 send immediate
-# data, which iWARP has not).
+# data, which iWARP has not); and the manual's srq example and the
+# rdma_cm examples' error tests (mckey, mc and apm need UD, multicast and
+# path migration).
 SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
 SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftest(Passes|FailsOnWrongData|LostCompletion)|TestHWCheckScript|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
+SIWCMEXRUN := ^(TestSRQ|TestErrors)$$
 
 # The concurrency tests again, built with the race detector, in the VM.
 # The race runtime needs cgo in the test binary (only there: the library
