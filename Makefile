@@ -67,13 +67,13 @@ unit: deps examples
 # whose tests touch no device and no kernel interface (pure Go: rings,
 # codecs, statistics, fakes) ran there too and would only boot a VM to
 # run the same again.
-HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot cmd/purerdma/internal/cli cmd/purerdma/internal/devs cmd/purerdma/internal/devices uverbs/internal/mlx5 cmd/rxevm testenv/vm uverbs/internal/siw uverbs/internal/rxe uverbs/internal/provider uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils internal/bench mmio rpma/examples/internal/common rpma/examples/internal/gpspm
+HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot cmd/purerdma/internal/cli cmd/purerdma/internal/devs cmd/purerdma/internal/devices cmd/purerdma/internal/riostream uverbs/internal/mlx5 cmd/rxevm testenv/vm uverbs/internal/siw uverbs/internal/rxe uverbs/internal/provider uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils internal/bench mmio rpma/examples/internal/common rpma/examples/internal/gpspm
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)
 	cd rsocket/examples/grpc && PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) ./...
 	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(SIWPKGS)
-	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMDRUN)' ./cmd/purerdma/...
+	PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMDRUN)' $(SIWCMDPKGS)
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWEXRUN)' ./rpma/examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_FABRIC=siw PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) -run '$(SIWCMEXRUN)' ./rdmacm/examples
 
@@ -86,6 +86,7 @@ vmtest: deps examples
 # rdma_cm examples' error tests (mckey, mc and apm need UD, multicast and
 # path migration).
 SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
+SIWCMDPKGS := ./cmd/purerdma $(addprefix ./cmd/purerdma/internal/,devinfo ping rcopy rstream)
 SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftest(Passes|FailsOnWrongData|LostCompletion)|TestHWCheckScript|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 SIWCMEXRUN := ^(TestSRQ|TestErrors)$$

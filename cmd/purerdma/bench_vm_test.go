@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
 	"github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -54,16 +54,8 @@ func benchRunPair(t *testing.T, serverArgs, clientArgs []string) (srvOut, cliOut
 	return s.s, b.String(), s.err, cliErr
 }
 
-// freePort returns a TCP port nothing listens on right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort is clitest.FreePort.
+func freePort(t *testing.T) int { return clitest.FreePort(t) }
 
 // TestBenchPairs runs every test once with few iterations, both sides in
 // JSON, and checks that the results parse and hold positive numbers. It

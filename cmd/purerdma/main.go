@@ -121,7 +121,10 @@ import (
 	"github.com/purerdma/rdma/cmd/purerdma/internal/devinfo"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/link"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/ping"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/rcopy"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/res"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/riostream"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/rstream"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/stat"
 )
 
@@ -134,7 +137,8 @@ func main() {
 
 // packaged are the commands in the shape every command is to take: a
 // package under internal/ exporting one cli.Command.
-var packaged = []cli.Command{devices.Command, devinfo.Command, link.Command, ping.Command, res.Command, stat.Command}
+var packaged = []cli.Command{devices.Command, devinfo.Command, link.Command, ping.Command, rcopy.Command, res.Command,
+	riostream.Command, rstream.Command, stat.Command}
 
 // commands are purerdma's commands: the packaged ones and those still in
 // files of this package, which register themselves in init functions.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -248,4 +249,18 @@ func Ended(ctx context.Context, err error) error {
 		return context.Cause(ctx)
 	}
 	return err
+}
+
+// CFloat is printf's %.2f, with C's spelling of infinities and NaN, for
+// commands whose output matches a C tool's (rstream, rcopy).
+func CFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "inf"
+	case math.IsInf(v, -1):
+		return "-inf"
+	case math.IsNaN(v):
+		return "-nan"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"slices"
 	"testing"
 )
@@ -115,4 +116,19 @@ func TestSetRun(t *testing.T) {
 		}
 	}()
 	s.Add(Command{Name: "a"})
+}
+
+// TestCFloat: %.2f, and C's spellings of what is not a finite number.
+func TestCFloat(t *testing.T) {
+	for _, tt := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0.00"}, {2.5, "2.50"}, {1234.567, "1234.57"},
+		{math.Inf(1), "inf"}, {math.Inf(-1), "-inf"}, {math.NaN(), "-nan"},
+	} {
+		if got := CFloat(tt.v); got != tt.want {
+			t.Errorf("CFloat(%v) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
 }

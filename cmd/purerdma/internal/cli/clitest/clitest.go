@@ -5,6 +5,7 @@ package clitest
 import (
 	"bytes"
 	"context"
+	"net"
 
 	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
 )
@@ -27,4 +28,22 @@ func Set(c cli.Command) cli.Set {
 	s := cli.Set{}
 	s.Add(c)
 	return s
+}
+
+// T is the part of *testing.T FreePort uses.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// FreePort returns a TCP port of the loopback that nothing listens on
+// right now, for a command's server in a test.
+func FreePort(t T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

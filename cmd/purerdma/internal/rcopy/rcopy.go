@@ -1,26 +1,8 @@
-package main
-
-import (
-	"context"
-	"encoding/binary"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
-	"time"
-
-	"github.com/purerdma/rdma/rsocket"
-)
-
-// rcopy is rdma-core's rcopy (librdmacm/examples/rcopy.c) in Go, over
-// the rsocket package: a file copied to a server over one rsocket
-// connection, with rcopy's command line, output, messages and exit
-// statuses, and the same bytes on the wire, so either end can be the C
-// tool.
+// Package rcopy is "purerdma rcopy": rdma-core's rcopy
+// (librdmacm/examples/rcopy.c) in Go, over the rsocket package: a file
+// copied to a server over one rsocket connection, with rcopy's command
+// line, output, messages and exit statuses, and the same bytes on the
+// wire, so either end can be the C tool.
 //
 // The protocol: 16-byte headers {version u8 (0), command u8, len u16,
 // data u32, id u64} in the host's byte order (C's "TODO: handle byte
@@ -36,15 +18,33 @@ import (
 // for ever); a failure exits with status 1 and a message on stderr
 // (rcopy exits with the errno or -1), a bad command line with 2; the
 // server checks each header's length before it reads what follows.
+package rcopy
 
-func init() {
-	register(command{
-		name: "rcopy",
-		usage: "  rcopy [-p PORT] [-n N]                    rcopy's server: receives files over rsocket; either end\n" +
-			"  rcopy SRC SERVER[:DST] [-p PORT]          may be rdma-core's rcopy; rcopy -h lists the flags\n",
-		help: rcopyHelp,
-		run:  rcopyCmd,
-	})
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/rsocket"
+)
+
+// Command is "purerdma rcopy".
+var Command = cli.Command{
+	Name: "rcopy",
+	Usage: "  rcopy [-p PORT] [-n N]                    rcopy's server: receives files over rsocket; either end\n" +
+		"  rcopy SRC SERVER[:DST] [-p PORT]          may be rdma-core's rcopy; rcopy -h lists the flags\n",
+	Help: rcopyHelp,
+	Run:  rcopyCmd,
 }
 
 const rcopyHelp = `Usage:
@@ -119,7 +119,7 @@ func parseRcopyArgs(args []string) (rcOptions, error) {
 		o.isServer = true
 	} else {
 		if len(args) < 2 {
-			return o, usageError("rcopy: the client takes SOURCE SERVER[:DESTINATION]")
+			return o, cli.UsageError("rcopy: the client takes SOURCE SERVER[:DESTINATION]")
 		}
 		o.src, o.server = args[0], args[1]
 		if host, path, ok := strings.Cut(o.server, ":"); ok {
@@ -129,22 +129,22 @@ func parseRcopyArgs(args []string) (rcOptions, error) {
 			o.dst = o.src
 		}
 		if o.server == "" || o.src == "" {
-			return o, usageError("rcopy: empty source or server")
+			return o, cli.UsageError("rcopy: empty source or server")
 		}
 		flags = args[2:]
 	}
 	for i := 0; i < len(flags); i++ {
 		a := flags[i]
-		if isHelpFlag(a) {
-			return o, errHelp
+		if cli.IsHelpFlag(a) {
+			return o, cli.ErrHelp
 		}
 		if len(a) < 2 || a[0] != '-' || (a[1] != 'p' && (a[1] != 'n' || !o.isServer)) {
-			return o, usageError("rcopy: unexpected argument %q", a)
+			return o, cli.UsageError("rcopy: unexpected argument %q", a)
 		}
 		f, val := a[1], a[2:]
 		if val == "" {
 			if i+1 == len(flags) {
-				return o, usageError("rcopy: -%c needs a value", f)
+				return o, cli.UsageError("rcopy: -%c needs a value", f)
 			}
 			i++
 			val = flags[i]
@@ -152,11 +152,11 @@ func parseRcopyArgs(args []string) (rcOptions, error) {
 		n, err := strconv.Atoi(val)
 		switch {
 		case err != nil:
-			return o, usageError("rcopy: -%c %q: not a decimal number", f, val)
+			return o, cli.UsageError("rcopy: -%c %q: not a decimal number", f, val)
 		case f == 'p' && (n < 1 || n > 65535):
-			return o, usageError("rcopy: -p %d: out of range (1 to 65535)", n)
+			return o, cli.UsageError("rcopy: -p %d: out of range (1 to 65535)", n)
 		case f == 'n' && n < 0:
-			return o, usageError("rcopy: -n %d: not a count", n)
+			return o, cli.UsageError("rcopy: -n %d: not a count", n)
 		case f == 'p':
 			o.port = n
 		default:
@@ -171,7 +171,7 @@ func rcopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := checkCMDevices(); err != nil {
+	if err := devs.CheckCM(); err != nil {
 		return fmt.Errorf("rcopy: %w", err)
 	}
 	if o.isServer {
@@ -191,7 +191,7 @@ func rcopyServer(ctx context.Context, o rcOptions, stdout io.Writer) (err error)
 	if err != nil {
 		return fmt.Errorf("rcopy: %w", err)
 	}
-	defer closeErr(&err, l.Close)
+	defer cli.CloseErr(&err, l.Close)
 	for n := 0; o.count == 0 || n < o.count; n++ {
 		fmt.Fprint(stdout, "waiting for connection...")
 		c, err := l.AcceptContext(ctx)
@@ -370,7 +370,7 @@ func rcopyClient(ctx context.Context, o rcOptions, stdout io.Writer) (err error)
 	}
 	defer func() {
 		c.CloseWrite()
-		closeErr(&err, c.Close)
+		cli.CloseErr(&err, c.Close)
 	}()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -422,8 +422,8 @@ func rcopyClient(ctx context.Context, o rcOptions, stdout io.Writer) (err error)
 		return fmt.Errorf("rcopy: close: %w", cerr)
 	}
 	usec := float32(elapsed.Microseconds())
-	fmt.Fprintf(stdout, "%d bytes in %s seconds = %s Gb/sec\n", size, cFloat(float64(usec)/1e6),
-		cFloat(float64(size*8)/(1000*float64(usec))))
+	fmt.Fprintf(stdout, "%d bytes in %s seconds = %s Gb/sec\n", size, cli.CFloat(float64(usec)/1e6),
+		cli.CFloat(float64(size*8)/(1000*float64(usec))))
 	return nil
 }
 

@@ -1,26 +1,8 @@
-package main
-
-import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"math"
-	"net"
-	"net/netip"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/purerdma/rdma/rsocket"
-	"github.com/purerdma/rdma/uverbs"
-)
-
-// rstream is rdma-core's rstream (librdmacm/examples/rstream.c, with
-// common.c's helpers) in Go, over the rsocket package: the same flags,
-// tests, sizes, counts, socket options and output, and the same bytes on
-// the wire, so either end can be the C tool (rdma-core 44 and later).
+// Package rstream is "purerdma rstream": rdma-core's rstream
+// (librdmacm/examples/rstream.c, with common.c's helpers) in Go, over the
+// rsocket package: the same flags, tests, sizes, counts, socket options
+// and output, and the same bytes on the wire, so either end can be the C
+// tool (rdma-core 44 and later).
 //
 // Each test is a sync (the client sends 16 bytes, the server sends 16
 // back), then per iteration the client sends transfer_count transfers of
@@ -47,16 +29,40 @@ import (
 // accepted the latency tests' connection (an rsocket.Listener's Config
 // is fixed, where C sets the listening rsocket's options before each
 // accept).
+//
+// The package also runs riostream's tests (iomap.go): "purerdma
+// riostream" (package riostream) is this command line and run with
+// rsocket's iomap transfers, through Stream.
+package rstream
 
-func init() {
-	register(command{
-		name: "rstream",
-		usage: "  rstream [-s SERVER] [-b ADDR] [-p PORT]  rstream's stream latency and bandwidth over rsocket (or\n" +
-			"          [-S SIZE|all] [-C N] [-I N]      TCP: -T s), a server without -s; either end may be\n" +
-			"          [-T s|v] [-json]                 rdma-core's rstream; rstream -h lists the flags\n",
-		help: rstreamHelp,
-		run:  rstreamCmd,
-	})
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/rsocket"
+	"github.com/purerdma/rdma/uverbs"
+)
+
+// Command is "purerdma rstream".
+var Command = cli.Command{
+	Name: "rstream",
+	Usage: "  rstream [-s SERVER] [-b ADDR] [-p PORT]  rstream's stream latency and bandwidth over rsocket (or\n" +
+		"          [-S SIZE|all] [-C N] [-I N]      TCP: -T s), a server without -s; either end may be\n" +
+		"          [-T s|v] [-json]                 rdma-core's rstream; rstream -h lists the flags\n",
+	Help: rstreamHelp,
+	Run:  rstreamCmd,
+	JSON: rstreamRowJSON{},
 }
 
 const rstreamHelp = `Usage:
@@ -196,10 +202,10 @@ func parseStreamArgs(tool string, args []string) (rsOptions, error) {
 	num := func(f byte, val string, lo, hi int) (int, error) {
 		n, err := strconv.Atoi(val)
 		if err != nil {
-			return 0, usageError("%s: -%c %q: not a decimal number", o.tool, f, val)
+			return 0, cli.UsageError("%s: -%c %q: not a decimal number", o.tool, f, val)
 		}
 		if n < lo || n > hi {
-			return 0, usageError("%s: -%c %d: out of range (%d to %d)", o.tool, f, n, lo, hi)
+			return 0, cli.UsageError("%s: -%c %d: out of range (%d to %d)", o.tool, f, n, lo, hi)
 		}
 		return n, nil
 	}
@@ -207,18 +213,18 @@ func parseStreamArgs(tool string, args []string) (rsOptions, error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case isHelpFlag(a):
-			return o, errHelp
+		case cli.IsHelpFlag(a):
+			return o, cli.ErrHelp
 		case a == "-json" || a == "--json": // purerdma's own; rstream has no long flags
 			o.json = true
 			continue
 		case a == "--":
 			if i+1 < len(args) {
-				return o, usageError("%s: unexpected argument %q", o.tool, args[i+1])
+				return o, cli.UsageError("%s: unexpected argument %q", o.tool, args[i+1])
 			}
 			continue
 		case len(a) < 2 || a[0] != '-':
-			return o, usageError("%s: unexpected argument %q (all arguments are flags)", o.tool, a)
+			return o, cli.UsageError("%s: unexpected argument %q (all arguments are flags)", o.tool, a)
 		}
 		f, val := a[1], a[2:]
 		flags := "sbfBiICSpkT"
@@ -226,11 +232,11 @@ func parseStreamArgs(tool string, args []string) (rsOptions, error) {
 			flags = "sbfBiICSpT"
 		}
 		if strings.IndexByte(flags, f) < 0 {
-			return o, usageError("%s: unknown flag -%c", o.tool, f)
+			return o, cli.UsageError("%s: unknown flag -%c", o.tool, f)
 		}
 		if val == "" {
 			if i+1 == len(args) {
-				return o, usageError("%s: -%c needs a value", o.tool, f)
+				return o, cli.UsageError("%s: -%c needs a value", o.tool, f)
 			}
 			i++
 			val = args[i]
@@ -274,14 +280,14 @@ func parseStreamArgs(tool string, args []string) (rsOptions, error) {
 	}
 	switch {
 	case seen['s'] && o.dst == "", seen['b'] && o.src == "":
-		return o, usageError("%s: empty address", o.tool)
+		return o, cli.UsageError("%s: empty address", o.tool)
 	case o.custom && int64(o.iters)*int64(o.count) > math.MaxInt64/(2*int64(o.size)):
-		return o, usageError("%s: -S %d -C %d -I %d: more bytes than a 64-bit count holds", o.tool, o.size, o.count, o.iters)
+		return o, cli.UsageError("%s: -S %d -C %d -I %d: more bytes than a 64-bit count holds", o.tool, o.size, o.count, o.iters)
 	}
 	if o.format != "name" {
 		for _, s := range []struct{ flag, addr string }{{"-s", o.dst}, {"-b", o.src}} {
 			if _, err := netip.ParseAddr(s.addr); s.addr != "" && err != nil {
-				return o, usageError("%s: %s %q: not a numeric address (-f %s)", o.tool, s.flag, s.addr, o.format)
+				return o, cli.UsageError("%s: %s %q: not a numeric address (-f %s)", o.tool, s.flag, s.addr, o.format)
 			}
 		}
 	}
@@ -295,9 +301,9 @@ func (o *rsOptions) setFormat(v string) error {
 		o.format = f
 		return nil
 	case "gid":
-		return usageError("%s: -f gid: InfiniBand (AF_IB) addresses are not supported; give an IP address or a host name", o.tool)
+		return cli.UsageError("%s: -f gid: InfiniBand (AF_IB) addresses are not supported; give an IP address or a host name", o.tool)
 	}
-	return usageError("%s: -f %q: unknown address format (name, ip or ipv6)", o.tool, v)
+	return cli.UsageError("%s: -f %q: unknown address format (name, ip or ipv6)", o.tool, v)
 }
 
 // setTestOption takes one -T value: one letter, or a word that the
@@ -315,7 +321,7 @@ func (o *rsOptions) setTestOption(v string) error {
 		}
 	}
 	if o.io && (opt == "s" || opt == "r" || opt == "f") {
-		return usageError("%s: -T %q: unknown test option (a, b, n, v)", o.tool, v)
+		return cli.UsageError("%s: -T %q: unknown test option (a, b, n, v)", o.tool, v)
 	}
 	switch opt {
 	case "s":
@@ -328,9 +334,9 @@ func (o *rsOptions) setTestOption(v string) error {
 		o.block = false
 	case "r": // see the help
 	case "f":
-		return usageError("%s: -T %s: fork is not supported (a Go program cannot fork)", o.tool, v)
+		return cli.UsageError("%s: -T %s: fork is not supported (a Go program cannot fork)", o.tool, v)
 	default:
-		return usageError("%s: -T %q: unknown test option (s, a, b, n, r, v)", o.tool, v)
+		return cli.UsageError("%s: -T %q: unknown test option (s, a, b, n, r, v)", o.tool, v)
 	}
 	return nil
 }
@@ -510,11 +516,13 @@ type rstreamRun struct {
 }
 
 func rstreamCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return streamCmd(ctx, "rstream", args, stdout, stderr)
+	return Stream(ctx, "rstream", args, stdout, stderr)
 }
 
-// streamCmd runs rstream or riostream.
-func streamCmd(ctx context.Context, tool string, args []string, stdout, stderr io.Writer) error {
+// Stream runs the command line args of tool, rstream or riostream (the
+// latter's transfers are rsocket IOWrites into the peer's mapped buffer),
+// as that command's Run.
+func Stream(ctx context.Context, tool string, args []string, stdout, stderr io.Writer) error {
 	o, err := parseStreamArgs(tool, args)
 	if err != nil {
 		return err
@@ -525,7 +533,7 @@ func streamCmd(ctx context.Context, tool string, args []string, stdout, stderr i
 	if !o.tcp {
 		// Without a device a server would wait for ever for a client
 		// it could not serve.
-		if err := checkCMDevices(); err != nil {
+		if err := devs.CheckCM(); err != nil {
 			return fmt.Errorf("%s: %w", o.tool, err)
 		}
 	}
@@ -601,7 +609,7 @@ func (r *rstreamRun) listen(ctx context.Context, p rsPhase) (rsListener, error) 
 	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		if a, perr := netip.ParseAddr(r.o.src); perr == nil {
-			err = bindError(netip.AddrPortFrom(a.Unmap(), uint16(r.o.port)), err)
+			err = devs.BindError(netip.AddrPortFrom(a.Unmap(), uint16(r.o.port)), err)
 		}
 		return nil, fmt.Errorf("%s: %w", r.o.tool, err)
 	}
@@ -672,7 +680,7 @@ func (r *rstreamRun) server(ctx context.Context, phases []rsPhase) (err error) {
 	}
 	defer func() {
 		if l != nil {
-			closeErr(&err, l.Close)
+			cli.CloseErr(&err, l.Close)
 		}
 	}()
 	r.header()
@@ -827,18 +835,5 @@ func rstreamRowText(t rsTest, d time.Duration) string {
 	gbps := float64(total*8) / (1000 * float64(usec))
 	per := float64(usec / float32(t.iters) / float32(t.count*2))
 	return fmt.Sprintf("%-10s%-8s%-8s%-8s%-8s%8ss%10s%11s\n", t.name, sizeStr(int64(t.size)), cntStr(int64(t.count)),
-		cntStr(int64(t.iters)), sizeStr(total), cFloat(secs), cFloat(gbps), cFloat(per))
-}
-
-// cFloat is printf's %.2f, with C's spelling of infinities.
-func cFloat(v float64) string {
-	switch {
-	case math.IsInf(v, 1):
-		return "inf"
-	case math.IsInf(v, -1):
-		return "-inf"
-	case math.IsNaN(v):
-		return "-nan"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+		cntStr(int64(t.iters)), sizeStr(total), cli.CFloat(secs), cli.CFloat(gbps), cli.CFloat(per))
 }

@@ -1,4 +1,4 @@
-package main
+package rcopy
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,18 @@ import (
 // The rcopy tests: the Go command against rdma-core's rcopy both ways and
 // against itself. rcopy's server listens on every address and C's client
 // binds none, so these connections may run over one device.
+
+// The servers listen on every address; clients reach device 0's address
+// of the fabric under test, from it or from device 1's (docs/testing.md).
+var (
+	rcServerAddr = testenv.Server().String()
+	rcClientAddr = testenv.Client().String()
+)
+
+// rcPorts gives each run its own rdma_cm port.
+var rcPorts atomic.Int32
+
+func rcNextPort() int { return 7300 + int(rcPorts.Add(1)) }
 
 // rcEnd is one end of an rcopy run.
 type rcEnd struct {
@@ -65,7 +78,7 @@ func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (toolrun.Result, []toolr
 	defer cancel()
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	port := rpNextPort()
+	port := rcNextPort()
 	p := []string{"-p", strconv.Itoa(port)}
 	server.args = append(server.args, p...)
 	pid, sdone := toolrun.Start(t, sctx, runContext, "rcopy", tool, server.c, server.args, server)
@@ -141,7 +154,7 @@ func TestRcopyInterop(t *testing.T) {
 			if !tt.cServer {
 				server.args = []string{"-n", "1"}
 			}
-			client := rcEnd{c: tt.cClient, args: []string{src, rpServerAddr + ":" + dst}}
+			client := rcEnd{c: tt.cClient, args: []string{src, rcServerAddr + ":" + dst}}
 			sr, crs := rcRun(t, server, []rcEnd{client})
 			cr := crs[0]
 			if cr.Code != 0 || (!tt.cServer && sr.Code != 0) {
@@ -153,7 +166,7 @@ func TestRcopyInterop(t *testing.T) {
 			}
 			// The client's address is either of the fabric's (the
 			// kernel picks the source).
-			wantS := regexp.MustCompile(`^waiting for connection\.\.\.client: (` + regexp.QuoteMeta(rpServerAddr) + `|` + regexp.QuoteMeta(rpClientAddr) + `)\nopening: ` +
+			wantS := regexp.MustCompile(`^waiting for connection\.\.\.client: (` + regexp.QuoteMeta(rcServerAddr) + `|` + regexp.QuoteMeta(rcClientAddr) + `)\nopening: ` +
 				regexp.QuoteMeta(dst) + `, transferring\.\.\.` + strconv.Itoa(n) + ` bytes\.\.\.closing\.\.\.`)
 			if !tt.cServer {
 				// -n 1: it ends after the first connection.
@@ -188,8 +201,8 @@ func TestRcopyRefused(t *testing.T) {
 			if !cServer {
 				server.args = []string{"-n", "2"}
 			}
-			bad := rcEnd{args: []string{src, rpServerAddr + ":" + filepath.Join(dir, "no", "such", "dir")}}
-			good := rcEnd{args: []string{src, rpServerAddr + ":" + dst}}
+			bad := rcEnd{args: []string{src, rcServerAddr + ":" + filepath.Join(dir, "no", "such", "dir")}}
+			good := rcEnd{args: []string{src, rcServerAddr + ":" + dst}}
 			sr, crs := rcRun(t, server, []rcEnd{bad, good})
 			if crs[0].Code != 1 || !strings.Contains(crs[0].Stderr, "no such file or directory") {
 				t.Errorf("client to a missing directory: %v; want status 1 and ENOENT", crs[0])

@@ -1,4 +1,4 @@
-package main
+package rstream
 
 import (
 	"bufio"
@@ -18,14 +18,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs/devstest"
 	"github.com/purerdma/rdma/internal/testutils"
 	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/rsocket"
 )
 
-// rpPorts gives each run of the rsocket commands' tests (rstream,
-// riostream, rcopy) its own port, so that no run meets another's
-// listener.
+// rpPorts gives each run of the rstream and riostream tests its own
+// port, so that no run meets another's listener.
 var rpPorts atomic.Int32
 
 func rpNextPort() int { return 7300 + int(rpPorts.Add(1)) }
@@ -128,7 +129,7 @@ func TestRstreamArgsErrors(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-h"}, {"-s", "x", "--help"}, {"-S", "64", "-help"}} {
 		code, stdout, _ := runArgs(append([]string{"rstream"}, args...)...)
-		if code != 0 || stdout != commandHelp(commands["rstream"]) {
+		if code != 0 || stdout != Command.HelpText() {
 			t.Errorf("%q = %d, stdout %q; want 0 and the help", args, code, stdout)
 		}
 	}
@@ -356,8 +357,8 @@ func TestRstreamRowText(t *testing.T) {
 // TestRstreamWithoutDevices: over rsocket, both sides fail at once on a
 // machine without RDMA devices, saying how to add one.
 func TestRstreamWithoutDevices(t *testing.T) {
-	useDeviceFakes(t, nil, nil)
-	dir := useDevDir(t, false)
+	devstest.UseDevices(t, nil, nil)
+	dir := devstest.UseDir(t, false)
 	none := "purerdma: rstream: no RDMA device: " + dir + " does not exist (no RDMA driver is loaded); " + linkAddHint + "\n"
 	runChecked(t, []string{"rstream"}, none)
 	runChecked(t, []string{"rstream", "-s", "198.18.0.1", "-S", "64"}, none)
@@ -584,7 +585,7 @@ func TestRstreamTCP(t *testing.T) {
 			common := append([]string{"-T", "s", "-T", "v"}, args...)
 			server := rsEnd{args: append([]string{"-b", "127.0.0.1"}, common...)}
 			client := rsEnd{args: append([]string{"-s", "127.0.0.1", "-b", "127.0.0.2"}, common...)}
-			sr, cr := rsPair(t, server, client, freePort(t), 2*time.Minute, rsWaitTCP)
+			sr, cr := rsPair(t, server, client, clitest.FreePort(t), 2*time.Minute, rsWaitTCP)
 			rsCheck(t, server, client, sr, cr, rsWantRows(t, common))
 		})
 	}
@@ -597,7 +598,7 @@ func TestRstreamTCPJSON(t *testing.T) {
 	common := []string{"-T", "s", "-T", "v", "-S", "1000", "-C", "20", "-I", "3", "-json"}
 	server := rsEnd{args: append([]string{"-b", "127.0.0.1", "-k", "5"}, common...)}
 	client := rsEnd{args: append([]string{"-s", "127.0.0.1"}, common...)}
-	sr, cr := rsPair(t, server, client, freePort(t), time.Minute, rsWaitTCP)
+	sr, cr := rsPair(t, server, client, clitest.FreePort(t), time.Minute, rsWaitTCP)
 	if sr.Code != 0 || cr.Code != 0 {
 		t.Fatalf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 	}
@@ -638,7 +639,7 @@ func TestRstreamTCPVerifyFails(t *testing.T) {
 	testutils.HostOnly(t)
 	server := rsEnd{args: []string{"-T", "s", "-T", "v", "-b", "127.0.0.1", "-S", "64", "-C", "2"}}
 	client := rsEnd{args: []string{"-T", "s", "-s", "127.0.0.1", "-S", "64", "-C", "2"}}
-	sr, cr := rsPair(t, server, client, freePort(t), time.Minute, rsWaitTCP)
+	sr, cr := rsPair(t, server, client, clitest.FreePort(t), time.Minute, rsWaitTCP)
 	if want := "purerdma: rstream: custom: sync: data verification failed byte 1\n"; sr.Code != 1 || sr.Stderr != want {
 		t.Errorf("server: %v\nwant exit 1 and %q", sr, want)
 	}
@@ -679,7 +680,7 @@ func TestRstreamTCPInteropC(t *testing.T) {
 					cargs = cargs[:2]
 				}
 				client := rsEnd{c: goServer, args: append(cargs, common...)}
-				sr, cr := rsPair(t, server, client, freePort(t), 2*time.Minute, rsWaitTCP)
+				sr, cr := rsPair(t, server, client, clitest.FreePort(t), 2*time.Minute, rsWaitTCP)
 				rsCheck(t, server, client, sr, cr, rsWantRows(t, common))
 			})
 		}
@@ -693,7 +694,7 @@ func TestRstreamTCPInterrupt(t *testing.T) {
 	testutils.HostOnly(t)
 	for _, connect := range []bool{false, true} {
 		t.Run(fmt.Sprintf("connected=%v", connect), func(t *testing.T) {
-			port := freePort(t)
+			port := clitest.FreePort(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
