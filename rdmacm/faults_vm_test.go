@@ -40,6 +40,7 @@ func nextEvent(ch *rdmacm.EventChannel, d time.Duration) (*rdmacm.Event, error) 
 // package opened for them) succeeds and lets the removal finish; no
 // file descriptor is left.
 func TestFaultLinkDeletedConnected(t *testing.T) {
+	notSiwDeviceRemoval61(t)
 	needDevices(t)
 	testenv.RequireRoot(t)
 	const netdev = "rxcmflt0"

@@ -2,12 +2,14 @@ package rdmacm_test
 
 import (
 	"context"
-	"github.com/purerdma/rdma/internal/rdmanl"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/internal/rdmanl"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
@@ -305,4 +307,18 @@ func linkOn(t *testing.T, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, 
 		nl.Close()
 	})
 	return nl, removed
+}
+
+// notSiwDeviceRemoval61 skips, on siw with Linux 6.1, a test that
+// deletes a siw device while rdma_cm IDs use it. In a clean-clone run
+// of .ci/run on 2026-11-28 the 6.1 kernel crashed in ib_core some
+// seconds after the rdma_cm tests on siw had deleted their devices (a
+// NULL pointer in free_gid_work: a GID entry of a device already gone,
+// released late; iWARP connections end asynchronously in the kernel).
+// The tests run on rxe with both kernels and on siw with 6.12.
+func notSiwDeviceRemoval61(t *testing.T) {
+	t.Helper()
+	if testenv.CurrentFabric().IWARP && strings.HasPrefix(os.Getenv("PURERDMA_VM"), "6.1.") {
+		t.Skip("not run on siw with Linux 6.1, whose ib_core crashed (free_gid_work) after siw devices were deleted under rdma_cm IDs (docs/testing.md)")
+	}
 }

@@ -16,6 +16,7 @@ import (
 //
 //purerdma:race
 func TestDeviceRemoval(t *testing.T) {
+	notSiwDeviceRemoval61(t)
 	needDevices(t)
 	testenv.RequireRoot(t)
 	const netdev = "rxrm0"
