@@ -10,13 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
 	"github.com/purerdma/rdma/testenv"
 )
 
 // TestServersCheckTheDevice runs each server side, as a process of its
 // own, with a device name that does not exist or an address that no
 // RDMA device has: each must exit by itself, well within
-// deviceCheckTimeout, with status 1 and an error naming what it was
+// clitest.DeviceCheckTimeout, with status 1 and an error naming what it was
 // given and listing the VM's devices, instead of waiting for a client.
 func TestServersCheckTheDevice(t *testing.T) {
 	testenv.Devices(t, 2)
@@ -42,7 +43,7 @@ func TestServersCheckTheDevice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), deviceCheckTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), clitest.DeviceCheckTimeout)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], tt.args...)
 			cmd.Env = append(os.Environ(), mainEnv+"=1")
@@ -50,7 +51,7 @@ func TestServersCheckTheDevice(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
 			if ctx.Err() != nil {
-				t.Fatalf("still running after %v (killed); stderr %q", deviceCheckTimeout, stderr.String())
+				t.Fatalf("still running after %v (killed); stderr %q", clitest.DeviceCheckTimeout, stderr.String())
 			}
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != 1 {

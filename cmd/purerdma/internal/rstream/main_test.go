@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
 	"github.com/purerdma/rdma/internal/testutils"
 )
@@ -50,23 +49,9 @@ func usage() string { return commands.Usage() }
 // linkAddHint says how to get a device where there is none.
 const linkAddHint = devs.LinkAddHint
 
-// deviceCheckTimeout bounds a command that should fail at once: one that
-// waits for a peer instead runs into it and fails the test.
-const deviceCheckTimeout = 20 * time.Second
-
-// runChecked runs a command line that must fail its device check: exit
-// status 1, nothing on stdout, and stderr with want, without waiting for
-// a peer.
+// runChecked runs a command line that must fail its device check
+// (clitest.RunChecked).
 func runChecked(t *testing.T, args []string, want string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deviceCheckTimeout)
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	code := runContext(ctx, args, &stdout, &stderr)
-	if ctx.Err() != nil {
-		t.Fatalf("%q still waited after %v: exit %d, stderr %q", args, deviceCheckTimeout, code, stderr.String())
-	}
-	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), want) {
-		t.Errorf("%q = %d, stdout %q, stderr %q; want 1, nothing and %q", args, code, stdout.String(), stderr.String(), want)
-	}
+	clitest.RunChecked(t, runContext, args, want)
 }
