@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,16 +76,18 @@ type cPeer struct {
 	exited    chan struct{}
 	err       error // cmd.Wait's, once exited is closed
 	listening chan struct{}
+	up        chan struct{} // closed at a C server's ESTABLISHED line
+	stdin     io.WriteCloser
 	shown     bool // a failure message showed the output
 }
 
 // cOutput collects the peer's stdout and stderr and notices its
-// LISTENING line.
+// LISTENING and ESTABLISHED lines.
 type cOutput struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	listening chan struct{}
-	seen      bool
+	mu            sync.Mutex
+	buf           bytes.Buffer
+	listening, up chan struct{}
+	seen, seenUp  bool
 }
 
 func (o *cOutput) Write(p []byte) (int, error) {
@@ -94,6 +97,10 @@ func (o *cOutput) Write(p []byte) (int, error) {
 	if !o.seen && strings.Contains(o.buf.String(), "LISTENING\n") {
 		o.seen = true
 		close(o.listening)
+	}
+	if !o.seenUp && strings.Contains(o.buf.String(), "ESTABLISHED\n") {
+		o.seenUp = true
+		close(o.up)
 	}
 	return len(p), nil
 }
@@ -111,11 +118,18 @@ func (o *cOutput) String() string {
 func startCPeer(t *testing.T, bin, role, port, scenario string, failed context.CancelCauseFunc) *cPeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cPeerTimeout)
-	p := &cPeer{name: fmt.Sprintf("C %s (%s)", role, scenario), exited: make(chan struct{}), listening: make(chan struct{})}
-	p.out.listening = p.listening
+	p := &cPeer{name: fmt.Sprintf("C %s (%s)", role, scenario), exited: make(chan struct{}),
+		listening: make(chan struct{}), up: make(chan struct{})}
+	p.out.listening, p.out.up = p.listening, p.up
 	p.cmd = exec.CommandContext(ctx, bin, role, serverAddr, port, scenario)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.WaitDelay = 5 * time.Second
+	stdin, err := p.cmd.StdinPipe()
+	if err != nil {
+		cancel()
+		t.Fatalf("starting %s: %v", p.name, err)
+	}
+	p.stdin = stdin
 	if err := p.cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("starting %s: %v", p.name, err)
@@ -148,6 +162,36 @@ func (p *cPeer) waitListening(t *testing.T) {
 		t.Fatalf("%s exited before it listened: %v\n%s", p.name, p.err, p.out.String())
 	case <-time.After(cPeerStartWait):
 		t.Fatalf("%s did not listen within %v\n%s", p.name, cPeerStartWait, p.out.String())
+	}
+}
+
+// A client that only reads or writes must not disconnect before the
+// server saw its connection established: the server's IB CM drops an
+// RTU that arrives after the DREQ, and the server's first event is then
+// a close (rdma_cm reports DISCONNECTED in the CONNECT state). The C
+// server prints ESTABLISHED, which waitEstablished waits for; a C
+// client waits for a line on stdin, which serverUp writes.
+
+// waitEstablished waits for a C server's ESTABLISHED line.
+func (p *cPeer) waitEstablished(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.up:
+	case <-p.exited:
+		p.shown = true
+		t.Fatalf("%s exited before its connection was established: %v\n%s", p.name, p.err, p.out.String())
+	case <-time.After(cPeerExitWait):
+		p.shown = true
+		t.Fatalf("%s did not report its connection established within %v\n%s", p.name, cPeerExitWait, p.out.String())
+	}
+}
+
+// serverUp tells a C client that the Go server's connection is
+// established.
+func (p *cPeer) serverUp(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(p.stdin, "established\n"); err != nil {
+		t.Fatalf("telling %s the server is up: %v", p.name, err)
 	}
 }
 

@@ -86,8 +86,8 @@ func nextInteropPort() string { return strconv.Itoa(int(7470 + interopPort.Add(1
 // connects to a listening C server on port.
 type interopScenario struct {
 	name   string
-	server func(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep)
-	client func(t *testing.T, ctx context.Context, cp *rpma.Peer, port string)
+	server func(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer)
+	client func(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer)
 	// cClientLine, if set, checks the C client's OK line.
 	cClientLine func(t *testing.T, line string)
 }
@@ -118,7 +118,7 @@ func TestInteropC(t *testing.T) {
 				c := startCPeer(t, bin, "server", port, sc.name, failed)
 				c.waitListening(t)
 				cp := newPeer(t, ctx, rpma.Remote)
-				sc.client(t, ctx, cp, port)
+				sc.client(t, ctx, cp, port, c)
 				c.finish(t, "OK "+sc.name+" server")
 			})
 			t.Run("Go server, C client", func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestInteropC(t *testing.T) {
 				}
 				defer ep.Close()
 				c := startCPeer(t, bin, "client", strconv.Itoa(int(ep.Addr().Port())), sc.name, failed)
-				sc.server(t, ctx, sp, ep)
+				sc.server(t, ctx, sp, ep, c)
 				line := c.finish(t, "OK "+sc.name+" client")
 				if sc.cClientLine != nil {
 					sc.cClientLine(t, line)
@@ -144,16 +144,17 @@ func TestInteropC(t *testing.T) {
 
 // ---- read ----
 
-func readServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
+func readServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mr := regMR(t, sp, interopRegion, rpma.UsageReadSrc)
 	fillPat(mr.Bytes(), readSeed)
 	pdata := commonData{readOff, mr.Descriptor(), rpma.NewPeerCfg().Descriptor()}.bytes(t)
 	c := goAccept(t, ctx, ep, nil, pdata, nil)
+	cc.serverUp(t)
 	endPassive(t, ctx, c)
 	checkPat(t, "the region after the connection", mr.Bytes(), readSeed, 0)
 }
 
-func readClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
+func readClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	dst := regMR(t, cp, interopRegion, rpma.UsageReadDst)
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
 	cd := parseCommonData(t, c.PrivateData())
@@ -174,12 +175,13 @@ func readClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
 	checkPat(t, "read data", dst.Bytes()[readDst:readDst+readLen], readSeed, readOff)
 	checkZero(t, "before the read data", dst.Bytes()[:readDst])
 	checkZero(t, "after the read data", dst.Bytes()[readDst+readLen:])
+	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 }
 
 // ---- write and flush ----
 
-func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
+func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mr := regMR(t, sp, interopRegion, rpma.UsageWriteDst|rpma.UsageFlushVisibility|rpma.UsageFlushPersistent)
 	pcfg := rpma.NewPeerCfg()
 	pcfg.SetDirectWriteToPMem(true)
@@ -191,6 +193,7 @@ func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) 
 	}
 	pdata := commonData{writeOff, mr.Descriptor(), pcfg.Descriptor()}.bytes(t)
 	c := goAccept(t, ctx, ep, nil, pdata, nil)
+	cc.serverUp(t)
 	endPassive(t, ctx, c)
 	b := mr.Bytes()
 	checkPat(t, "first write (flushed to visibility)", b[writeOff:writeOff+writeLen], writeSeedA, 0)
@@ -202,7 +205,7 @@ func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) 
 // writeClient writes and flushes to a C server, which always gets the
 // emulated flush: its peer cfg descriptor is C's single byte, so
 // FlushAuto reads after the writes on either kernel.
-func writeClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
+func writeClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	src := regMR(t, cp, interopRegion, rpma.UsageWriteSrc)
 	fillPat(src.Bytes()[:writeLen], writeSeedA)
 	fillPat(src.Bytes()[writeLen:2*writeLen], writeSeedB)
@@ -233,17 +236,19 @@ func writeClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) 
 	mustOK(t, "Write", c.Write(rmr, off+writeLen, src, writeLen, writeLen, rpma.CompletionOnError, 4))
 	mustOK(t, "Flush(persistent)", c.Flush(rmr, off+writeLen, writeLen, rpma.FlushPersistent, rpma.CompletionAlways, 5))
 	expectWC(t, ctx, c.CQ(), 5, uverbs.WCRDMARead, "flush to persistence")
+	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 }
 
 // ---- atomic write ----
 
-func atomicServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
+func atomicServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mr := regMR(t, sp, interopRegion, rpma.UsageWriteDst|rpma.UsageFlushVisibility)
 	pcfg := rpma.NewPeerCfg()
 	pcfg.SetDirectWriteToPMem(true)
 	pdata := commonData{atomicOff, mr.Descriptor(), pcfg.Descriptor()}.bytes(t)
 	c := goAccept(t, ctx, ep, nil, pdata, nil)
+	cc.serverUp(t)
 	endPassive(t, ctx, c)
 	b := mr.Bytes()
 	if !bytes.Equal(b[atomicOff:atomicOff+8], atomicVal[:]) {
@@ -262,7 +267,7 @@ func checkCAtomicWrite(t *testing.T, line string) {
 	}
 }
 
-func atomicClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
+func atomicClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	if cp.NativeAtomicWrite() != interopNative() {
 		t.Errorf("NativeAtomicWrite = %v on Linux %s", cp.NativeAtomicWrite(), os.Getenv("PURERDMA_VM"))
 	}
@@ -286,6 +291,7 @@ func atomicClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string)
 	expectWC(t, ctx, c.CQ(), 1, want, "atomic write")
 	mustOK(t, "Flush", c.Flush(rmr, atomicOff, 8, rpma.FlushVisibility, rpma.CompletionAlways, 2))
 	expectWC(t, ctx, c.CQ(), 2, uverbs.WCRDMARead, "flush to visibility")
+	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 }
 
@@ -384,7 +390,7 @@ func msgCfg(t *testing.T) *rpma.ConnCfg {
 	return cfg
 }
 
-func msgServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
+func msgServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mm := newMsgMem(t, sp)
 	req, err := ep.NextConnReq(ctx, msgCfg(t))
 	if err != nil {
@@ -409,7 +415,7 @@ func msgServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
 	endPassive(t, ctx, c)
 }
 
-func msgClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
+func msgClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	mm := newMsgMem(t, cp)
 	pdata := commonData{msgClientOff, mm.target.Descriptor(), nil}.bytes(t)
 	c := goConnect(t, ctx, cp, port, msgCfg(t), pdata, func(req *rpma.ConnReq) {
@@ -428,7 +434,7 @@ func msgClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
 
 // ---- shared receive queue ----
 
-func srqServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
+func srqServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	recv := regMR(t, sp, interopRegion, rpma.UsageRecv)
 	scfg := rpma.NewSRQCfg()
 	scfg.SetRQSize(10)
@@ -457,7 +463,7 @@ func srqServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep) {
 	mustOK(t, "SRQ Close", srq.Close())
 }
 
-func srqClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string) {
+func srqClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	send := regMR(t, cp, interopRegion, rpma.UsageSend)
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
 	sendMsgs(t, ctx, c, send, srqMsgs, nil, 0)
@@ -602,6 +608,7 @@ func nativeFlushToC(t *testing.T, bin string) {
 			t.Fatalf("6.12: a write after the failed FLUSH completed as %+v, want a flush error of WRID 3", wc)
 		}
 	}
+	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 	cs.finish(t, "OK nativeflush server event=Connection closed first=yes")
 }

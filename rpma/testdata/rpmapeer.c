@@ -11,6 +11,10 @@
  * prints "OK <scenario> <role> ..." and exits 0 when everything it
  * checked was right; on the first error it prints "FAIL ..." to stderr
  * and exits 1. An alarm ends it after a minute whatever it waits for.
+ * A server prints "ESTABLISHED" once its connection is; the read, write
+ * and atomic clients, which never hear from the server, wait for a line
+ * on stdin (the Go server's word that its connection is established)
+ * before they disconnect.
  *
  * Descriptors travel as private data in the layout of librpma's
  * examples (struct common_data below: a data offset, the sizes of the
@@ -179,7 +183,23 @@ static struct rpma_conn *accept_req(struct rpma_conn_req *req, const void *pdata
 	struct rpma_conn_private_data pd = {(void *)pdata, (uint8_t)len};
 	check(rpma_conn_req_connect(&req, len ? &pd : NULL, &conn), "rpma_conn_req_connect");
 	expect_event(conn, RPMA_CONN_ESTABLISHED);
+	printf("ESTABLISHED\n");
+	fflush(stdout);
 	return conn;
+}
+
+/*
+ * await_server waits for a line on stdin: the Go server's word that it
+ * saw its connection established. A client that only reads or writes
+ * could otherwise disconnect before the server's IB CM took the RTU, and
+ * the server's first event would be a close (its CM drops an RTU that
+ * comes after the DREQ).
+ */
+static void await_server(void)
+{
+	char line[64];
+	if (fgets(line, sizeof line, stdin) == NULL)
+		fail("stdin ended before the server said it was established");
 }
 
 static struct rpma_ep *listen_on(struct rpma_peer *peer, const char *addr, const char *port)
@@ -351,6 +371,7 @@ static void read_client(struct rpma_peer *peer, const char *addr, const char *po
 	expect("read data", mem + READ_DST, READ_LEN, READ_SEED, READ_OFF);
 	expect_zero("around the read data", mem, 0, READ_DST);
 	expect_zero("around the read data", mem, READ_DST + READ_LEN, REGION);
+	await_server();
 	end_active(conn);
 	check(rpma_mr_remote_delete(&rmr), "rpma_mr_remote_delete");
 	check(rpma_peer_cfg_delete(&pcfg), "rpma_peer_cfg_delete");
@@ -483,6 +504,7 @@ static void write_client(struct rpma_peer *peer, const char *addr, const char *p
 	check(rpma_flush(conn, rmr, off + WRITE_LEN, WRITE_LEN, RPMA_FLUSH_TYPE_PERSISTENT,
 		RPMA_F_COMPLETION_ALWAYS, CTX(5)), "rpma_flush(PERSISTENT)");
 	expect_wc(cq, 5, IBV_WC_RDMA_READ, "flush to persistence");
+	await_server();
 	end_active(conn);
 	check(rpma_mr_remote_delete(&rmr), "rpma_mr_remote_delete");
 	check(rpma_peer_cfg_delete(&pcfg), "rpma_peer_cfg_delete");
@@ -511,6 +533,7 @@ static void atomic_client(struct rpma_peer *peer, const char *addr, const char *
 	check(rpma_flush(conn, rmr, off, 8, RPMA_FLUSH_TYPE_VISIBILITY, RPMA_F_COMPLETION_ALWAYS, CTX(2)),
 		"rpma_flush(VISIBILITY)");
 	expect_wc(cq, 2, IBV_WC_RDMA_READ, "flush to visibility");
+	await_server();
 	end_active(conn);
 	check(rpma_mr_remote_delete(&rmr), "rpma_mr_remote_delete");
 	check(rpma_peer_cfg_delete(&pcfg), "rpma_peer_cfg_delete");
