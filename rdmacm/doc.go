@@ -55,7 +55,11 @@
 // (uverbs.QP.EstablishedByCM: siw strands data that arrives during a
 // QP modify). The ID owns that QP and the
 // CQs it makes for it, and the SRQ of CreateSRQ. A caller that creates
-// its QP itself moves it with InitQPAttr, passes its number in
+// and keeps its QP gives it to the ID with AttachQP: the ID drives it
+// the same way (adding access rights the CM does not know, such as
+// FLUSH's, at each move to INIT) but never destroys it; the rpma
+// package's connections work this way. A caller that drives its QP
+// itself instead moves it with InitQPAttr, passes its number in
 // ConnParam, and on the active side calls Establish after
 // CONNECT_RESPONSE. RegMsgs, PostSend, GetRecvComp and the other short
 // forms of librdmacm's rdma_verbs.h work on the ID's QP.

@@ -98,6 +98,8 @@ type ID struct {
 	qp       *uverbs.QP
 	qpPD     *uverbs.PD
 	qpSRQ    bool
+	qpOwned  bool          // CreateQP made the QP (false: AttachQP's, the caller's)
+	qpAccess uverbs.Access // AttachQP's access rights added to the CM's at INIT
 	sendCQ   *uverbs.CQ
 	recvCQ   *uverbs.CQ
 	sendCh   *uverbs.CompChannel // the channels of the CQs CreateQP made

@@ -109,7 +109,7 @@ func (id *ID) CreateQP(pd *uverbs.PD, cfg uverbs.QPConfig) (*uverbs.QP, error) {
 		undo()
 		return nil, opError(op, id.handle, err)
 	}
-	if err := id.initQP(qp); err != nil {
+	if err := id.initQP(qp, 0); err != nil {
 		qp.Close()
 		undo()
 		return nil, opError(op, id.handle, err)
@@ -121,7 +121,7 @@ func (id *ID) CreateQP(pd *uverbs.PD, cfg uverbs.QPConfig) (*uverbs.QP, error) {
 		undo()
 		return nil, opError(op, id.handle, fmt.Errorf("the ID has a QP already or is closed: %w", errInvalid))
 	}
-	id.qp, id.qpPD, id.qpSRQ = qp, pd, cfg.SRQ != nil
+	id.qp, id.qpPD, id.qpSRQ, id.qpOwned, id.qpAccess = qp, pd, cfg.SRQ != nil, true, 0
 	id.sendCQ, id.recvCQ, id.owned = cfg.SendCQ, cfg.RecvCQ, owned
 	id.sendCh, id.recvCh = sendCh, recvCh
 	mcs := make([]*membership, 0, len(id.mcasts))
@@ -137,7 +137,69 @@ func (id *ID) CreateQP(pd *uverbs.PD, cfg uverbs.QPConfig) (*uverbs.QP, error) {
 	return qp, nil
 }
 
-// QP is the QP CreateQP made, nil before.
+// AttachQP gives the ID a QP that the caller created and keeps owning:
+// the ID drives its states as it does CreateQP's (INIT now, with the
+// attributes the kernel gives for the ID; RTR and RTS at Accept or at
+// the peer's accept; ERR on REJECTED, and on DISCONNECTED for iWARP),
+// and tells the peer its number, but never destroys it: DestroyQP and
+// Close only forget it. Close the QP after the ID (or after DestroyQP),
+// and its CQs after it.
+//
+// qp must be in RESET, of the ID's QP type, on a PD of the ID's device;
+// the ID must be bound to a device, as for CreateQP, and have no QP.
+// addAccess is added to the remote access rights the kernel's CM gives
+// at each move to INIT (remote write; remote read and atomics with
+// responder resources): rights the CM does not know, such as
+// uverbs.AccessFlushGlobal, which RDMA FLUSH needs at the responder.
+// On failure the QP is left to the caller as it is (in RESET, or in
+// INIT if the ID refused it afterwards).
+func (id *ID) AttachQP(qp *uverbs.QP, addAccess uverbs.Access) error {
+	const op = "attach QP"
+	if err := id.alive(op); err != nil {
+		return err
+	}
+	dev, err := id.device(op)
+	if err != nil {
+		return err
+	}
+	if qp == nil {
+		return opError(op, id.handle, fmt.Errorf("nil QP: %w", errInvalid))
+	}
+	if qp.Type() != id.qpType {
+		return opError(op, id.handle, fmt.Errorf("a %v QP on a %v ID (port space %v): %w", qp.Type(), id.qpType, id.ps, errInvalid))
+	}
+	if name := qp.PD().Context().Device().Name; name != dev.Name {
+		return opError(op, id.handle, fmt.Errorf("the QP is on %s, the ID on %s: %w", name, dev.Name, errInvalid))
+	}
+	if st := qp.State(); st != uverbs.QPStateReset {
+		return opError(op, id.handle, fmt.Errorf("QP %#x is in %v, not RESET: %w", qp.Num(), st, errInvalid))
+	}
+	if id.hasQP() {
+		return opError(op, id.handle, fmt.Errorf("the ID has a QP already: %w", errInvalid))
+	}
+	if err := id.initQP(qp, addAccess); err != nil {
+		return opError(op, id.handle, err)
+	}
+	id.mu.Lock()
+	if id.qp != nil || id.closed.Load() { // lost a race with another CreateQP, AttachQP or Close
+		id.mu.Unlock()
+		return opError(op, id.handle, fmt.Errorf("the ID has a QP already or is closed: %w", errInvalid))
+	}
+	id.qp, id.qpPD, id.qpSRQ, id.qpOwned, id.qpAccess = qp, qp.PD(), qp.SRQ() != nil, false, addAccess
+	mcs := make([]*membership, 0, len(id.mcasts))
+	for _, m := range id.mcasts {
+		mcs = append(mcs, m)
+	}
+	id.mu.Unlock()
+	for _, m := range mcs { // groups joined before the QP existed
+		if err := m.attach(); err != nil {
+			return opError(op, id.handle, err)
+		}
+	}
+	return nil
+}
+
+// QP is the QP CreateQP made or AttachQP took, nil before.
 func (id *ID) QP() *uverbs.QP {
 	id.mu.Lock()
 	defer id.mu.Unlock()
@@ -161,7 +223,9 @@ func (id *ID) CQs() (send, recv *uverbs.CQ) {
 func (id *ID) hasQP() bool { return id.QP() != nil }
 
 // DestroyQP destroys the ID's QP and the CQs CreateQP made for it
-// (rdma_destroy_qp), leaving the ID open.
+// (rdma_destroy_qp), leaving the ID open. A QP from AttachQP is only
+// forgotten (and detached from the ID's multicast groups): its owner
+// closes it.
 func (id *ID) DestroyQP() error {
 	if err := id.alive("destroy QP"); err != nil {
 		return err
@@ -183,11 +247,11 @@ func (id *ID) destroyQP() error {
 		}
 	}
 	id.mu.Lock()
-	qp, owned := id.qp, id.owned
+	qp, owned, mine := id.qp, id.owned, id.qpOwned
 	id.qp, id.qpPD, id.sendCQ, id.recvCQ, id.owned = nil, nil, nil, nil, nil
-	id.sendCh, id.recvCh = nil, nil
+	id.sendCh, id.recvCh, id.qpOwned, id.qpAccess = nil, nil, false, 0
 	id.mu.Unlock()
-	if qp != nil {
+	if qp != nil && mine {
 		if err := qp.Close(); err != nil && !errors.Is(err, uverbs.ErrClosed) {
 			errs = append(errs, err)
 		}
@@ -258,11 +322,16 @@ func convertQPAttr(r *abi.QPAttr) (uverbs.QPAttr, uverbs.QPAttrMask) {
 
 // modifyTo moves qp to state with the kernel's attributes. agreed, unless
 // it is MaxResources, replaces the kernel's responder resources on RTR
-// and initiator depth on RTS.
-func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, agreed uint8) error {
+// and initiator depth on RTS; addAccess is added to the access rights
+// on INIT.
+func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, agreed uint8, addAccess uverbs.Access) error {
 	a, mask, err := id.qpAttr(state)
 	if err != nil {
 		return err
+	}
+	if state == uverbs.QPStateInit && addAccess != 0 {
+		a.AccessFlags |= addAccess
+		mask |= uverbs.QPAttrAccessFlags
 	}
 	if mask == 0 {
 		// Nothing to change: iWARP's RTS, which the kernel's CM makes
@@ -281,9 +350,10 @@ func (id *ID) modifyTo(qp *uverbs.QP, state uverbs.QPState, agreed uint8) error 
 }
 
 // initQP is librdmacm's ucma_init_conn_qp / ucma_init_ud_qp: INIT with
-// the kernel's attributes; a UD QP goes on to RTR and RTS.
-func (id *ID) initQP(qp *uverbs.QP) error {
-	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources); err != nil {
+// the kernel's attributes (and addAccess); a UD QP goes on to RTR and
+// RTS.
+func (id *ID) initQP(qp *uverbs.QP, addAccess uverbs.Access) error {
+	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources, addAccess); err != nil {
 		return err
 	}
 	if id.qpType != uverbs.QPTypeUD {
@@ -298,14 +368,16 @@ func (id *ID) initQP(qp *uverbs.QP) error {
 // modifyQPRTR is ucma_modify_qp_rtr: INIT again (the CM's access flags
 // replace the defaults), then RTR, with the agreed responder resources.
 func (id *ID) modifyQPRTR(respRes uint8) error {
-	qp := id.QP()
+	id.mu.Lock()
+	qp, add := id.qp, id.qpAccess
+	id.mu.Unlock()
 	if qp == nil {
 		return nil
 	}
-	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources); err != nil {
+	if err := id.modifyTo(qp, uverbs.QPStateInit, MaxResources, add); err != nil {
 		return err
 	}
-	return id.modifyTo(qp, uverbs.QPStateRTR, respRes)
+	return id.modifyTo(qp, uverbs.QPStateRTR, respRes, 0)
 }
 
 // modifyQPRTS is ucma_modify_qp_rts, with the agreed initiator depth.
@@ -314,7 +386,7 @@ func (id *ID) modifyQPRTS(initDepth uint8) error {
 	if qp == nil {
 		return nil
 	}
-	return id.modifyTo(qp, uverbs.QPStateRTS, initDepth)
+	return id.modifyTo(qp, uverbs.QPStateRTS, initDepth, 0)
 }
 
 // completeConnect is ucma_process_conn_resp: on the active side, after

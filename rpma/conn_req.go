@@ -38,10 +38,16 @@ type connResources struct {
 	qp  *uverbs.QP
 }
 
-// close destroys what the ID does not own: the CQs, the shared channel
-// and the TD. The QP goes with the ID.
+// close destroys the QP, the CQs, the shared channel and the TD, after
+// the ID (which drives the QP's states but does not own it) is closed.
 func (r *connResources) close() error {
-	err := errors.Join(r.rcq.close(), r.cq.close())
+	var err error
+	if r.qp != nil {
+		if cerr := r.qp.Close(); cerr != nil && !errors.Is(cerr, uverbs.ErrClosed) {
+			err = cerr
+		}
+	}
+	err = errors.Join(err, r.rcq.close(), r.cq.close())
 	if r.ch != nil {
 		err = errors.Join(err, r.ch.Close())
 	}
@@ -168,18 +174,19 @@ func newConnReq(op string, p *Peer, id *rdmacm.ID, cfg *ConnCfg, passive bool) (
 	if s.srq != nil {
 		qc.SRQ = s.srq.srq
 	}
-	if r.qp, err = id.CreateQP(p.pd, qc); err != nil {
+	if r.qp, err = p.pd.CreateQP(qc); err != nil {
 		return fail(provider(op, fmt.Errorf("create QP (SQ %d, RQ %d, 1 SGE, 8 bytes inline): %w", s.sq, s.rq, err)))
 	}
+	// The connection owns its QP; the ID moves it through its states.
+	// The responder checks the QP's access rights for FLUSH too, which
+	// rdma_cm does not grant (it gives remote write, read and atomics):
+	// they are added at every move to INIT.
+	var flushAccess uverbs.Access
 	if p.flush {
-		// The responder checks the QP's access rights for FLUSH too;
-		// rdma_cm grants remote read, write and atomics only.
-		a := uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite | uverbs.AccessRemoteAtomic |
-			uverbs.AccessFlushGlobal | uverbs.AccessFlushPersistent
-		if err := r.qp.Modify(&uverbs.QPAttr{AccessFlags: a}, uverbs.QPAttrAccessFlags); err != nil {
-			id.DestroyQP()
-			return fail(provider(op, fmt.Errorf("grant FLUSH access to the QP: %w", err)))
-		}
+		flushAccess = uverbs.AccessFlushGlobal | uverbs.AccessFlushPersistent
+	}
+	if err := id.AttachQP(r.qp, flushAccess); err != nil {
+		return fail(provider(op, err))
 	}
 	return &ConnReq{peer: p, id: id, passive: passive, res: r}, nil
 }

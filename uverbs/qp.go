@@ -301,6 +301,23 @@ func (qp *QP) Type() QPType {
 	return qp.typ
 }
 
+// PD is the protection domain the QP was created on (nil for a nil QP).
+func (qp *QP) PD() *PD {
+	if qp == nil {
+		return nil
+	}
+	return qp.pd
+}
+
+// SRQ is the shared receive queue the QP takes its receives from, nil
+// without one.
+func (qp *QP) SRQ() *SRQ {
+	if qp == nil {
+		return nil
+	}
+	return qp.srq
+}
+
 // Cap is what the device gave: at least what was asked for.
 func (qp *QP) Cap() QPCap {
 	if qp == nil {
