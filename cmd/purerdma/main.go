@@ -84,9 +84,10 @@
 //     objects, the keys of each only those the kernel sent (rdma's own
 //     output shape, not an object around a list).
 //   - selftest: {"device", "driver", "provider", "kernel", "port",
-//     "gid_index", "gid", "gid_type", "link_layer", "rows": [{"name", "result",
-//     "detail", "usec"}], "passed", "failed", "not_applicable"}; result
-//     is pass, fail or n/a, gid_index -1 means LID routing
+//     "gid_index", "gid", "gid_type", "link_layer", "connect", "rows":
+//     [{"name", "result", "detail", "usec"}], "passed", "failed",
+//     "not_applicable"}; result is pass, fail or n/a, gid_index -1 means
+//     LID routing, connect says how the QPs were connected
 //
 // # Exit status
 //
@@ -125,6 +126,7 @@ import (
 	"github.com/purerdma/rdma/cmd/purerdma/internal/res"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/riostream"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/rstream"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/selftest"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/stat"
 )
 
@@ -138,7 +140,7 @@ func main() {
 // packaged are the commands in the shape every command is to take: a
 // package under internal/ exporting one cli.Command.
 var packaged = []cli.Command{devices.Command, devinfo.Command, link.Command, ping.Command, rcopy.Command, res.Command,
-	riostream.Command, rstream.Command, stat.Command}
+	riostream.Command, rstream.Command, selftest.Command, stat.Command}
 
 // commands are purerdma's commands: the packaged ones and those still in
 // files of this package, which register themselves in init functions.

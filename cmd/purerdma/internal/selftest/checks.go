@@ -1,4 +1,4 @@
-package main
+package selftest
 
 import (
 	"bytes"
@@ -14,11 +14,11 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// selftestChecks are selftest's rows, in the order they run. Each makes
+// Checks are selftest's rows, in the order they run. Each makes
 // its own QPs, CQs and memory (closed when it ends), moves data through
 // the provider's post and poll paths and checks the data and every
 // completion field the verbs define for it.
-var selftestChecks = []selftestCheck{
+var Checks = []Check{
 	{"rc send/recv", stSendRecv},
 	{"rc send with imm", stSendImm},
 	{"rc rdma write", stWrite},
@@ -49,7 +49,7 @@ const (
 
 // notIWARP returns a not-applicable error with reason on an iWARP
 // device, nil otherwise.
-func (r *selftestRun) notIWARP(reason string) error {
+func (r *Case) notIWARP(reason string) error {
 	if r.env.iwarp {
 		return stNA("%s", reason)
 	}
@@ -58,7 +58,7 @@ func (r *selftestRun) notIWARP(reason string) error {
 
 // sendRecv sends n bytes from a to b and checks both completions and the
 // data; imm, if not nil, goes with it.
-func (r *selftestRun) sendRecv(a, b *stEnd, n int, imm *uint32, wrid uint64) error {
+func (r *Case) sendRecv(a, b *stEnd, n int, imm *uint32, wrid uint64) error {
 	msg := stPattern(a.buf[:n], byte(wrid))
 	clear(b.buf[:n+64])
 	if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: wrid + 1, SGL: []uverbs.SGE{b.sge(0, n+64)}}); err != nil {
@@ -95,7 +95,7 @@ func (r *selftestRun) sendRecv(a, b *stEnd, n int, imm *uint32, wrid uint64) err
 	return r.wantBytes("bytes past the message", make([]byte, 64), b.buf[n:n+64])
 }
 
-func stSendRecv(r *selftestRun) (string, error) {
+func stSendRecv(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -107,7 +107,7 @@ func stSendRecv(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d bytes; wc opcode, byte_len, qp_num, wr_id", n), nil
 }
 
-func stSendImm(r *selftestRun) (string, error) {
+func stSendImm(r *Case) (string, error) {
 	if err := r.notIWARP(stNoImm); err != nil {
 		return "", err
 	}
@@ -122,7 +122,7 @@ func stSendImm(r *selftestRun) (string, error) {
 	return "imm 0xdeadbeef and WITH_IMM on the receive", nil
 }
 
-func stWrite(r *selftestRun) (string, error) {
+func stWrite(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -153,7 +153,7 @@ func stWrite(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d bytes at offset 1000, nothing else written, no receive consumed", n), nil
 }
 
-func stWriteImm(r *selftestRun) (string, error) {
+func stWriteImm(r *Case) (string, error) {
 	if err := r.notIWARP(stNoImm); err != nil {
 		return "", err
 	}
@@ -200,7 +200,7 @@ func stWriteImm(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d bytes written; receive RECV_RDMA_WITH_IMM with imm %#x, its buffer untouched", n, imm), nil
 }
 
-func stRead(r *selftestRun) (string, error) {
+func stRead(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -240,7 +240,7 @@ const (
 	stAtomD = 0x0101010101010101
 )
 
-func (r *selftestRun) atomicsApply() error {
+func (r *Case) atomicsApply() error {
 	if err := r.notIWARP("iWARP (RDMAP) has no atomics"); err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func (r *selftestRun) atomicsApply() error {
 
 // atomic posts one atomic from a to b's memory at off, returning the old
 // value into a's memory at 512, and checks its completion.
-func (r *selftestRun) atomic(a, b *stEnd, op uverbs.WROpcode, off int, compareAdd, swap uint64, wrid uint64) error {
+func (r *Case) atomic(a, b *stEnd, op uverbs.WROpcode, off int, compareAdd, swap uint64, wrid uint64) error {
 	clear(a.buf[512:520])
 	err := a.qp.PostSend(&uverbs.SendWR{WRID: wrid, Opcode: op, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.sge(512, 8)},
 		RemoteAddr: b.mr.Addr() + uint64(off), RKey: b.mr.RKey(), CompareAdd: compareAdd, Swap: swap})
@@ -274,7 +274,7 @@ func (r *selftestRun) atomic(a, b *stEnd, op uverbs.WROpcode, off int, compareAd
 
 func stU64(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 
-func stCompareSwap(r *selftestRun) (string, error) {
+func stCompareSwap(r *Case) (string, error) {
 	if err := r.atomicsApply(); err != nil {
 		return "", err
 	}
@@ -304,7 +304,7 @@ func stCompareSwap(r *selftestRun) (string, error) {
 	return "matching compare swapped; failing compare left memory; old values returned", nil
 }
 
-func stFetchAdd(r *selftestRun) (string, error) {
+func stFetchAdd(r *Case) (string, error) {
 	if err := r.atomicsApply(); err != nil {
 		return "", err
 	}
@@ -344,7 +344,7 @@ func stFetchAdd(r *selftestRun) (string, error) {
 	return fmt.Sprintf("2 adds: old values and sums right; the device adds in %s byte order", order), nil
 }
 
-func stInline(r *selftestRun) (string, error) {
+func stInline(r *Case) (string, error) {
 	a, b, err := r.pair(stEndConfig{typ: uverbs.QPTypeRC, inline: 64}, stEndConfig{typ: uverbs.QPTypeRC})
 	if err != nil {
 		if _, _, err2 := r.rcPair(); err2 == nil {
@@ -392,7 +392,7 @@ func stInline(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d bytes (MaxInlineData %d) from unregistered memory, cleared after the post", n, a.qp.Cap().MaxInlineData), nil
 }
 
-func stFence(r *selftestRun) (string, error) {
+func stFence(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -439,7 +439,7 @@ func stFence(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d rounds: the fenced send carried the data the read brought, completions in order", rounds), nil
 }
 
-func stUnsignaled(r *selftestRun) (string, error) {
+func stUnsignaled(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -483,7 +483,7 @@ func stUnsignaled(r *selftestRun) (string, error) {
 // queue of RDMA writes are due (their data has landed), to more entries
 // and then to fewer: each completion must come out once, in order, and
 // the CQ must go on through three wraps of each new size.
-func stCQResize(r *selftestRun) (string, error) {
+func stCQResize(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -528,10 +528,10 @@ func stCQResize(r *selftestRun) (string, error) {
 		// The last write's data in place: the writes are done, their
 		// completions due or in the CQ.
 		last := (seq - 1) % depth * size
-		deadline := time.Now().Add(selftestWait)
+		deadline := time.Now().Add(pollWait)
 		for !bytes.Equal(b.buf[last:last+size], a.buf[last:last+size]) {
 			if time.Now().After(deadline) {
-				return "", fmt.Errorf("the writes' data did not land in %v", selftestWait)
+				return "", fmt.Errorf("the writes' data did not land in %v", pollWait)
 			}
 			runtime.Gosched()
 		}
@@ -564,7 +564,7 @@ func stCQResize(r *selftestRun) (string, error) {
 	return fmt.Sprintf("resized to %s entries with %d completions due: each once, in order; %d writes in all", strings.Join(sizes, " and "), depth, seq), nil
 }
 
-func stPostList(r *selftestRun) (string, error) {
+func stPostList(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -624,7 +624,7 @@ func stPostList(r *selftestRun) (string, error) {
 // ends, only the last send of a batch signaled (its completion retires
 // the batch's unsignaled sends). Every receive is checked in order, data
 // and completion, and every send completion must be a batch's last.
-func stRingWrap(r *selftestRun) (string, error) {
+func stRingWrap(r *Case) (string, error) {
 	a, b, err := r.rcPair()
 	if err != nil {
 		return "", err
@@ -638,7 +638,7 @@ func stRingWrap(r *selftestRun) (string, error) {
 	var signaled []int // the seq of each batch's signaled send, oldest first
 	sent, retired, recvDone, batches := 0, 0, 0, 0
 	want := make([]byte, size)
-	deadline := time.Now().Add(selftestWait)
+	deadline := time.Now().Add(pollWait)
 	for spins := 0; recvDone < total || retired < total; spins++ {
 		progress := false
 		if n := min(1+batches%depth, total-sent); sent < total && sent-retired+n <= depth && sent-recvDone+n <= depth {
@@ -685,7 +685,7 @@ func stRingWrap(r *selftestRun) (string, error) {
 		progress = progress || k > 0
 		if progress {
 			spins = 0
-			deadline = time.Now().Add(selftestWait)
+			deadline = time.Now().Add(pollWait)
 			continue
 		}
 		if spins%64 == 63 {
@@ -693,7 +693,7 @@ func stRingWrap(r *selftestRun) (string, error) {
 				return "", err
 			}
 			if time.Now().After(deadline) {
-				return "", fmt.Errorf("%d messages sent, %d received, %d sends completed; then nothing for %v", sent, recvDone, retired, selftestWait)
+				return "", fmt.Errorf("%d messages sent, %d received, %d sends completed; then nothing for %v", sent, recvDone, retired, pollWait)
 			}
 		}
 		runtime.Gosched()
@@ -744,7 +744,7 @@ func postRingBatch(a, b *stEnd, recvs []uverbs.RecvWR, sends []uverbs.SendWR, fi
 	return nil
 }
 
-func stUCSend(r *selftestRun) (string, error) {
+func stUCSend(r *Case) (string, error) {
 	if err := r.notIWARP(stNoUC); err != nil {
 		return "", err
 	}
@@ -762,7 +762,7 @@ func stUCSend(r *selftestRun) (string, error) {
 	return "2000 bytes, then 64 with imm; completions and data", nil
 }
 
-func stUCWrite(r *selftestRun) (string, error) {
+func stUCWrite(r *Case) (string, error) {
 	if err := r.notIWARP(stNoUC); err != nil {
 		return "", err
 	}
@@ -796,7 +796,7 @@ func stUCWrite(r *selftestRun) (string, error) {
 	return fmt.Sprintf("%d bytes written (checked after a following send arrived)", n), nil
 }
 
-func stUDSend(r *selftestRun) (string, error) {
+func stUDSend(r *Case) (string, error) {
 	if err := r.notIWARP("iWARP has reliable connected QPs only, no UD"); err != nil {
 		return "", err
 	}
@@ -822,9 +822,9 @@ func stUDSend(r *selftestRun) (string, error) {
 	stPattern(a.buf[:n], 99)
 	msg := stPattern(a.buf[n:2*n], 13)
 	err = a.qp.PostSend(&uverbs.SendWR{WRID: 0xe00, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-		SGL: []uverbs.SGE{a.sge(0, n)}, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: selftestQKey + 1,
+		SGL: []uverbs.SGE{a.sge(0, n)}, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey + 1,
 		Next: &uverbs.SendWR{WRID: 0xe01, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
-			SGL: []uverbs.SGE{a.sge(n, n)}, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: selftestQKey}})
+			SGL: []uverbs.SGE{a.sge(n, n)}, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey}})
 	if err != nil {
 		return "", fmt.Errorf("post send: %w", err)
 	}
@@ -867,7 +867,7 @@ func stUDSend(r *selftestRun) (string, error) {
 	return detail, nil
 }
 
-func stSRQ(r *selftestRun) (string, error) {
+func stSRQ(r *Case) (string, error) {
 	e := r.env
 	if e.attr.MaxSRQ == 0 {
 		return "", stNA("the device reports max_srq 0")
@@ -938,8 +938,8 @@ func stSRQ(r *selftestRun) (string, error) {
 			}
 			k := int(wc.WRID - 0xf00)
 			got := mem.buf[k*size : (k+1)*size]
-			if selftestTamper != nil {
-				selftestTamper(r.name, got)
+			if tamper != nil {
+				tamper(r.name, got)
 			}
 			from, ok := msgs[string(got)]
 			if !ok {
@@ -954,7 +954,7 @@ func stSRQ(r *selftestRun) (string, error) {
 	return fmt.Sprintf("2 RC QPs on one SRQ: %d receives, each message once, qp_num of the QP it came to", 2*per), nil
 }
 
-func stChannel(r *selftestRun) (string, error) {
+func stChannel(r *Case) (string, error) {
 	ch, err := r.env.ctx.CreateCompChannel()
 	if err != nil {
 		return "", fmt.Errorf("create channel: %w", err)
@@ -972,7 +972,7 @@ func stChannel(r *selftestRun) (string, error) {
 		if err := r.sendRecvNoPoll(a, b, 64, uint64(round)); err != nil {
 			return "", err
 		}
-		ctx, cancel := context.WithTimeout(r.ctx, selftestWait)
+		ctx, cancel := context.WithTimeout(r.ctx, pollWait)
 		cq, err := ch.Wait(ctx)
 		cancel()
 		if err != nil {
@@ -1000,7 +1000,7 @@ func stChannel(r *selftestRun) (string, error) {
 }
 
 // sendRecvNoPoll posts a receive on b and a send from a.
-func (r *selftestRun) sendRecvNoPoll(a, b *stEnd, n int, wrid uint64) error {
+func (r *Case) sendRecvNoPoll(a, b *stEnd, n int, wrid uint64) error {
 	if err := b.qp.PostRecv(&uverbs.RecvWR{WRID: wrid + 1, SGL: []uverbs.SGE{b.sge(0, n)}}); err != nil {
 		return fmt.Errorf("post recv: %w", err)
 	}
@@ -1011,7 +1011,7 @@ func (r *selftestRun) sendRecvNoPoll(a, b *stEnd, n int, wrid uint64) error {
 	return nil
 }
 
-func stErrorCompletion(r *selftestRun) (string, error) {
+func stErrorCompletion(r *Case) (string, error) {
 	if err := r.notIWARP("an iWARP RDMA WRITE completes once sent: the target's access error ends the connection (TERMINATE), not the write's completion"); err != nil {
 		return "", err
 	}
@@ -1067,7 +1067,7 @@ func stErrorCompletion(r *selftestRun) (string, error) {
 	return "REM_ACCESS_ERR, memory untouched, QP in ERR, next request WR_FLUSH_ERR; fresh QPs work", nil
 }
 
-func stSendQueueFull(r *selftestRun) (string, error) {
+func stSendQueueFull(r *Case) (string, error) {
 	if err := r.notIWARP("iWARP has no receiver-not-ready retry (a send that finds no receive ends the connection), so sends cannot be held to fill the queue"); err != nil {
 		return "", err
 	}

@@ -1,4 +1,4 @@
-package main
+package selftest
 
 import (
 	"bytes"
@@ -10,22 +10,25 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs/devstest"
 )
 
 func TestParseSelftestArgs(t *testing.T) {
-	def := selftestOptions{port: 1, gidIndex: -1, iters: selftestDefIters}
+	def := cmdline{Options: Options{Port: 1, GIDIndex: -1, Iters: DefaultIters}}
 	for _, tt := range []struct {
 		args []string
-		want selftestOptions
+		want cmdline
 	}{
 		{nil, def},
-		{[]string{"-d", "mlx5_0"}, selftestOptions{dev: "mlx5_0", port: 1, gidIndex: -1, iters: selftestDefIters}},
-		{[]string{"-i", "2", "-g", "3"}, selftestOptions{port: 2, gidIndex: 3, iters: selftestDefIters}},
-		{[]string{"-g", "0"}, selftestOptions{port: 1, gidIndex: 0, iters: selftestDefIters}},
-		{[]string{"-iters", "5", "-json"}, selftestOptions{port: 1, gidIndex: -1, iters: 5, json: true}},
-		{[]string{"--json", "--d=rxe1", "-iters=100000"}, selftestOptions{dev: "rxe1", port: 1, gidIndex: -1, iters: 100000, json: true}},
+		{[]string{"-d", "mlx5_0"}, cmdline{Options: Options{Dev: "mlx5_0", Port: 1, GIDIndex: -1, Iters: DefaultIters}}},
+		{[]string{"-i", "2", "-g", "3"}, cmdline{Options: Options{Port: 2, GIDIndex: 3, Iters: DefaultIters}}},
+		{[]string{"-g", "0"}, cmdline{Options: Options{Port: 1, GIDIndex: 0, Iters: DefaultIters}}},
+		{[]string{"-iters", "5", "-json"}, cmdline{Options: Options{Port: 1, GIDIndex: -1, Iters: 5}, json: true}},
+		{[]string{"--json", "--d=rxe1", "-iters=100000"}, cmdline{Options: Options{Dev: "rxe1", Port: 1, GIDIndex: -1, Iters: 100000}, json: true}},
 	} {
-		got, err := parseSelftestArgs(tt.args)
+		got, err := parseArgs(tt.args)
 		if err != nil {
 			t.Errorf("%q: %v", tt.args, err)
 			continue
@@ -39,7 +42,7 @@ func TestParseSelftestArgs(t *testing.T) {
 // TestSelftestUsage: a bad command line exits 2 with a message naming
 // the problem, before any device is touched.
 func TestSelftestUsage(t *testing.T) {
-	useDeviceFakes(t, nil, nil) // a device lookup would fail with status 1
+	devstest.UseDevices(t, nil, nil) // a device lookup would fail with status 1
 	for _, tt := range []struct {
 		args []string
 		msg  string
@@ -68,11 +71,11 @@ func TestSelftestUsage(t *testing.T) {
 func TestSelftestHelp(t *testing.T) {
 	for _, args := range [][]string{{"selftest", "-h"}, {"selftest", "-d", "rxe0", "-h"}, {"help", "selftest"}} {
 		code, stdout, stderr := runArgs(args...)
-		if code != 0 || stderr != "" || stdout != commandHelp(commands["selftest"]) {
+		if code != 0 || stderr != "" || stdout != Command.HelpText() {
 			t.Errorf("%q = %d, stdout %q, stderr %q; want 0 and the help", args, code, stdout, stderr)
 		}
 	}
-	help := commandHelp(commands["selftest"])
+	help := Command.HelpText()
 	for _, want := range []string{"-d DEV", "-i PORT", "-g GIDIDX", "-iters N", "-json", "n/a", "Examples:\n  purerdma selftest\n",
 		`"device", "driver", "provider", "kernel", "port", "gid_index"`, `"gid", "gid_type", "link_layer", "connect", "rows": [{"name", "result"`,
 		`"passed", "failed", "not_applicable"`} {
@@ -88,28 +91,28 @@ func TestSelftestHelp(t *testing.T) {
 // TestSelftestWithoutDevices: no device, or a name that is not one,
 // fails at once with status 1 and what there is.
 func TestSelftestWithoutDevices(t *testing.T) {
-	useDeviceFakes(t, nil, nil)
-	dir := useDevDir(t, false)
-	runChecked(t, []string{"selftest"}, "purerdma: selftest: no RDMA device: "+dir+" does not exist")
-	useDeviceFakes(t, fakeRxe, fakeRxeAddrs)
-	runChecked(t, []string{"selftest", "-d", "nosuch"}, `purerdma: selftest: no RDMA device named "nosuch"; the RDMA devices here: `+fakeRxeList+"\n")
+	devstest.UseDevices(t, nil, nil)
+	dir := devstest.UseDir(t, false)
+	clitest.RunChecked(t, runContext, []string{"selftest"}, "purerdma: selftest: no RDMA device: "+dir+" does not exist")
+	devstest.UseDevices(t, devstest.Rxe, devstest.RxeAddrs)
+	clitest.RunChecked(t, runContext, []string{"selftest", "-d", "nosuch"}, `purerdma: selftest: no RDMA device named "nosuch"; the RDMA devices here: `+devstest.RxeList+"\n")
 }
 
 // fakeChecks are checks that touch no device: one of each outcome.
-func fakeChecks(closed *[]string) []selftestCheck {
+func fakeChecks(closed *[]string) []Check {
 	closer := func(name string, err error) func() error {
 		return func() error { *closed = append(*closed, name); return err }
 	}
-	return []selftestCheck{
-		{"passes", func(r *selftestRun) (string, error) {
+	return []Check{
+		{"passes", func(r *Case) (string, error) {
 			r.onClose(closer("first", nil))
 			r.onClose(closer("second", nil))
 			return "it worked", nil
 		}},
-		{"fails", func(*selftestRun) (string, error) { return "", errors.New("wrong data") }},
-		{"does not apply", func(*selftestRun) (string, error) { return "", stNA("the device has no %s", "atomics") }},
-		{"panics", func(*selftestRun) (string, error) { panic("boom") }},
-		{"fails to close", func(r *selftestRun) (string, error) {
+		{"fails", func(*Case) (string, error) { return "", errors.New("wrong data") }},
+		{"does not apply", func(*Case) (string, error) { return "", stNA("the device has no %s", "atomics") }},
+		{"panics", func(*Case) (string, error) { panic("boom") }},
+		{"fails to close", func(r *Case) (string, error) {
 			r.onClose(closer("bad", errors.New("EBUSY")))
 			return "fine until the close", nil
 		}},
@@ -120,14 +123,14 @@ func fakeChecks(closed *[]string) []selftestCheck {
 // first, a panic or a failed close fails the row, and n/a is no pass.
 func TestSelftestRows(t *testing.T) {
 	var closed []string
-	env := &selftestEnv{report: selftestReport{Device: "fake0", Rows: []selftestRow{}}}
-	rep := env.run(context.Background(), fakeChecks(&closed))
-	var got []selftestRow
+	env := &Env{report: Report{Device: "fake0", Rows: []Row{}}}
+	rep := env.Run(context.Background(), fakeChecks(&closed))
+	var got []Row
 	for _, r := range rep.Rows {
 		r.USec = 0
 		got = append(got, r)
 	}
-	want := []selftestRow{
+	want := []Row{
 		{Name: "passes", Result: "pass", Detail: "it worked"},
 		{Name: "fails", Result: "fail", Detail: "wrong data"},
 		{Name: "does not apply", Result: "n/a", Detail: "the device has no atomics"},
@@ -146,13 +149,13 @@ func TestSelftestRows(t *testing.T) {
 
 	// An interrupt stops the run before the next check.
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := []selftestCheck{{"cancels", func(*selftestRun) (string, error) { cancel(); return "ok", nil }},
-		{"never runs", func(*selftestRun) (string, error) { t.Error("a check ran after the interrupt"); return "", nil }}}
-	rep = (&selftestEnv{}).run(ctx, stop)
+	stop := []Check{{"cancels", func(*Case) (string, error) { cancel(); return "ok", nil }},
+		{"never runs", func(*Case) (string, error) { t.Error("a check ran after the interrupt"); return "", nil }}}
+	rep = (&Env{}).Run(ctx, stop)
 	if len(rep.Rows) != 1 {
 		t.Errorf("%d rows after an interrupt in the first, want 1", len(rep.Rows))
 	}
-	if err := selftestOutput(ctx, rep, false, new(bytes.Buffer)); !errors.Is(err, context.Canceled) {
+	if err := output(ctx, rep, false, new(bytes.Buffer)); !errors.Is(err, context.Canceled) {
 		t.Errorf("interrupted run: %v, want context.Canceled", err)
 	}
 }
@@ -170,11 +173,11 @@ func TestSelftestExitStatus(t *testing.T) {
 		{[]string{"n/a", "n/a"}, "selftest: fake0: no check applies"},
 		{nil, "selftest: fake0: no check applies"},
 	} {
-		rep := &selftestReport{Device: "fake0", Rows: []selftestRow{}}
+		rep := &Report{Device: "fake0", Rows: []Row{}}
 		for i, res := range tt.results {
-			rep.add(selftestRow{Name: string(rune('a' + i)), Result: res})
+			rep.add(Row{Name: string(rune('a' + i)), Result: res})
 		}
-		err := selftestOutput(context.Background(), rep, false, new(bytes.Buffer))
+		err := output(context.Background(), rep, false, new(bytes.Buffer))
 		if (err == nil) != (tt.err == "") || err != nil && err.Error() != tt.err {
 			t.Errorf("%v: %v, want %q", tt.results, err, tt.err)
 		}
@@ -183,12 +186,12 @@ func TestSelftestExitStatus(t *testing.T) {
 
 // TestSelftestJSON: -json's document has exactly the documented keys.
 func TestSelftestJSON(t *testing.T) {
-	rep := &selftestReport{Device: "mlx5_0", Driver: "mlx5_core", Provider: "mlx5 (purerdma, in Go)", Kernel: "6.12.0",
-		Port: 1, GIDIndex: 3, GID: "::ffff:10.0.0.1", LinkLayer: "Ethernet", Rows: []selftestRow{}}
-	rep.add(selftestRow{Name: "rc send/recv", Result: "pass", Detail: "ok", USec: 12})
-	rep.add(selftestRow{Name: "rc fetch-and-add", Result: "n/a", Detail: "no atomics", USec: 1})
+	rep := &Report{Device: "mlx5_0", Driver: "mlx5_core", Provider: "mlx5 (purerdma, in Go)", Kernel: "6.12.0",
+		Port: 1, GIDIndex: 3, GID: "::ffff:10.0.0.1", LinkLayer: "Ethernet", Rows: []Row{}}
+	rep.add(Row{Name: "rc send/recv", Result: "pass", Detail: "ok", USec: 12})
+	rep.add(Row{Name: "rc fetch-and-add", Result: "n/a", Detail: "no atomics", USec: 1})
 	var out bytes.Buffer
-	if err := selftestOutput(context.Background(), rep, true, &out); err != nil {
+	if err := output(context.Background(), rep, true, &out); err != nil {
 		t.Fatal(err)
 	}
 	var doc map[string]any
@@ -226,11 +229,11 @@ func keys(m map[string]any) []string {
 // TestSelftestText: the header names the device, the table has a line
 // per row, the summary counts them.
 func TestSelftestTextFormat(t *testing.T) {
-	rep := &selftestReport{Device: "ib0", Driver: "mlx5_core", Provider: "p", Kernel: "6.1.0", Port: 1, GIDIndex: -1,
-		LinkLayer: "InfiniBand", Connect: "QP modify", Rows: []selftestRow{}}
-	rep.add(selftestRow{Name: "rc send/recv", Result: "pass", Detail: "ok", USec: 12})
-	rep.add(selftestRow{Name: "srq", Result: "fail", Detail: "lost", USec: 5000000})
-	rep.add(selftestRow{Name: "ud send", Result: "n/a", Detail: "no UD", USec: 1})
+	rep := &Report{Device: "ib0", Driver: "mlx5_core", Provider: "p", Kernel: "6.1.0", Port: 1, GIDIndex: -1,
+		LinkLayer: "InfiniBand", Connect: "QP modify", Rows: []Row{}}
+	rep.add(Row{Name: "rc send/recv", Result: "pass", Detail: "ok", USec: 12})
+	rep.add(Row{Name: "srq", Result: "fail", Detail: "lost", USec: 5000000})
+	rep.add(Row{Name: "ud send", Result: "n/a", Detail: "no UD", USec: 1})
 	var out bytes.Buffer
 	rep.writeText(&out)
 	want := `device      ib0

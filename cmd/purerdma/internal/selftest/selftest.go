@@ -1,4 +1,20 @@
-package main
+// Package selftest is purerdma's selftest command and the verbs
+// conformance suite it runs: every fast-path operation of the verbs
+// through a device's provider against the device itself. Queue pairs of
+// one process connect to each other over the device's own port
+// (loopback; on iWARP through the rdma_cm, from the port's address to
+// itself), each check verifying the data that moved and the fields of
+// every completion; the command prints a pass/fail table. It is the
+// hardware check of a provider: on soft-RoCE it runs in the test VM, on
+// a ConnectX it is what a user runs to see whether the mlx5 provider
+// works there.
+//
+// Tests drive the suite without the command line: Open opens a device
+// as Options describe, Env.Run runs Checks (or checks of their own) and
+// returns the Report the command prints. The checks are in checks.go,
+// what they share (objects closed when a check ends, connecting, polling
+// with a bound) in run.go.
+package selftest
 
 import (
 	"context"
@@ -11,38 +27,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// selftest runs every fast-path operation of the verbs through a
-// device's provider against the device itself: queue pairs in one
-// process, connected to each other over the device's own port (loopback;
-// on iWARP through the rdma_cm, from the port's address to itself),
-// each check verifying the data that moved and the fields of every
-// completion, and prints a pass/fail table. It is the hardware check of
-// a provider: on soft-RoCE it runs in the test VM, on a ConnectX it is
-// what a user runs to see whether the mlx5 provider works there. The
-// checks themselves are in selftest_checks.go.
-
-func init() {
-	register(command{
-		name: "selftest",
-		usage: "  selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]\n" +
-			"                                           check every fast-path operation of a device against itself\n",
-		help: selftestHelp,
-		run:  selftestCmd,
-	})
+// Command is purerdma's selftest.
+var Command = cli.Command{
+	Name: "selftest",
+	Usage: "  selftest [-d DEV] [-i PORT] [-g GIDIDX] [-iters N] [-json]\n" +
+		"                                           check every fast-path operation of a device against itself\n",
+	Help: helpText,
+	JSON: Report{},
+	Run:  runCommand,
 }
 
-// selftestDefIters is the default of -iters: messages of the ring-wrap
+// DefaultIters is the default of -iters: messages of the ring-wrap
 // check, past 65536 so that 16-bit WQE counters wrap at least once.
-const selftestDefIters = 70000
+const DefaultIters = 70000
 
-// selftestMaxIters bounds -iters.
-const selftestMaxIters = 1 << 26
+// maxIters bounds -iters.
+const maxIters = 1 << 26
 
-var selftestHelp = fmt.Sprintf(`Queue pairs of one process, on one device and port, send to each other
+var helpText = fmt.Sprintf(`Queue pairs of one process, on one device and port, send to each other
 through the device (loopback) and check each operation of the fast path:
 the data that arrived and every field of every completion. On InfiniBand
 and RoCE the QPs are connected by moving them to RTS; on iWARP through
@@ -72,67 +80,81 @@ Examples:
   purerdma selftest -d mlx5_0 -i 1 -g 3
   purerdma selftest -d rxe0 -iters 200000 -json
   purerdma selftest -d siw0
-`, selftestDefIters)
+`, DefaultIters)
 
-// selftestOptions is a parsed selftest command line.
-type selftestOptions struct {
-	dev      string // -d: "" for the first device
-	port     int    // -i
-	gidIndex int    // -g: -1 for the default
-	iters    int    // -iters
-	json     bool   // -json
+// Options say which device, port and GID the checks run on, as
+// selftest's flags do.
+type Options struct {
+	Dev      string // -d: "" for the first device
+	Port     int    // -i: 1 to 255
+	GIDIndex int    // -g: 0 to 255, or -1 for the default (Env.pickGID)
+	Iters    int    // -iters: messages of the ring-wrap check, 1 to 1<<26
 }
 
-func parseSelftestArgs(args []string) (selftestOptions, error) {
-	o := selftestOptions{port: 1, gidIndex: -1, iters: selftestDefIters}
+// check rejects options out of range, before any device is touched.
+func (o Options) check() error {
+	switch {
+	case o.Port < 1 || o.Port > 255:
+		return fmt.Errorf("-i %d: the port is 1 to 255", o.Port)
+	case o.GIDIndex < -1 || o.GIDIndex > 255:
+		return fmt.Errorf("-g %d: the GID index is 0 to 255", o.GIDIndex)
+	case o.Iters < 1 || o.Iters > maxIters:
+		return fmt.Errorf("-iters %d: 1 to %d", o.Iters, maxIters)
+	}
+	return nil
+}
+
+// cmdline is a parsed selftest command line.
+type cmdline struct {
+	Options
+	json bool // -json
+}
+
+func parseArgs(args []string) (cmdline, error) {
+	o := cmdline{Options: Options{Port: 1, GIDIndex: -1, Iters: DefaultIters}}
 	fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.dev, "d", "", "device")
-	fs.IntVar(&o.port, "i", 1, "port")
-	fs.IntVar(&o.gidIndex, "g", -1, "GID index")
-	fs.IntVar(&o.iters, "iters", selftestDefIters, "ring-wrap messages")
+	fs.StringVar(&o.Dev, "d", "", "device")
+	fs.IntVar(&o.Port, "i", 1, "port")
+	fs.IntVar(&o.GIDIndex, "g", -1, "GID index")
+	fs.IntVar(&o.Iters, "iters", DefaultIters, "ring-wrap messages")
 	fs.BoolVar(&o.json, "json", false, "JSON output")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return o, errHelp
+		return o, cli.ErrHelp
 	} else if err != nil {
-		return o, usageError("selftest: %v", err)
+		return o, cli.UsageError("selftest: %v", err)
 	}
 	if fs.NArg() > 0 {
-		return o, usageError("selftest takes no arguments but flags, not %q", fs.Args())
+		return o, cli.UsageError("selftest takes no arguments but flags, not %q", fs.Args())
 	}
-	switch {
-	case o.port < 1 || o.port > 255:
-		return o, usageError("selftest: -i %d: the port is 1 to 255", o.port)
-	case o.gidIndex < -1 || o.gidIndex > 255:
-		return o, usageError("selftest: -g %d: the GID index is 0 to 255", o.gidIndex)
-	case o.iters < 1 || o.iters > selftestMaxIters:
-		return o, usageError("selftest: -iters %d: 1 to %d", o.iters, selftestMaxIters)
+	if err := o.check(); err != nil {
+		return o, cli.UsageError("selftest: %v", err)
 	}
 	return o, nil
 }
 
-func selftestCmd(ctx context.Context, args []string, stdout, _ io.Writer) error {
-	o, err := parseSelftestArgs(args)
+func runCommand(ctx context.Context, args []string, stdout, _ io.Writer) error {
+	o, err := parseArgs(args)
 	if err != nil {
 		return err
 	}
-	env, err := openSelftest(o)
+	env, err := Open(o.Options)
 	if err != nil {
 		return fmt.Errorf("selftest: %w", err)
 	}
-	rep := env.run(ctx, selftestChecks)
-	if err := env.ctx.Close(); err != nil {
-		rep.add(selftestRow{Name: "close the device", Result: selftestFail, Detail: err.Error()})
+	rep := env.Run(ctx, Checks)
+	if err := env.Close(); err != nil {
+		rep.add(Row{Name: "close the device", Result: Fail, Detail: err.Error()})
 	}
-	return selftestOutput(ctx, rep, o.json, stdout)
+	return output(ctx, rep, o.json, stdout)
 }
 
-// selftestOutput prints the report and returns the command's error: nil
+// output prints the report and returns the command's error: nil
 // only if every row that applies passed (n/a counts as no pass) and no
 // interrupt cut the run short.
-func selftestOutput(ctx context.Context, rep *selftestReport, jsonOut bool, stdout io.Writer) error {
+func output(ctx context.Context, rep *Report, jsonOut bool, stdout io.Writer) error {
 	if jsonOut {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := cli.WriteJSON(stdout, rep); err != nil {
 			return err
 		}
 	} else {
@@ -153,9 +175,10 @@ func selftestOutput(ctx context.Context, rep *selftestReport, jsonOut bool, stdo
 	return nil
 }
 
-// selftestEnv is the device under test and what the checks share about
-// it; each check makes its own objects on ctx.
-type selftestEnv struct {
+// Env is the device under test and what the checks share about
+// it; each check makes its own objects on ctx. Open makes one, Close
+// closes the device.
+type Env struct {
 	ctx      *uverbs.Context
 	attr     uverbs.DeviceAttr
 	port     int
@@ -172,12 +195,15 @@ type selftestEnv struct {
 	// n/a.
 	iwarp  bool
 	cmAddr netip.Addr
-	report selftestReport // the header; run adds the rows
+	report Report // the header; Run adds the rows
 }
 
-// openSelftest opens the device and finds its port and GID.
-func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
-	dev, err := findDevice(o.dev)
+// Open opens the device and finds its port and GID.
+func Open(o Options) (_ *Env, err error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	dev, err := devs.Find(o.Dev)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +211,7 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 	if dev.Transport == uverbs.TransportIWARP {
 		// An iWARP QP reaches RTS only through the rdma_cm, which
 		// needs the device's IP address.
-		if cmAddr, err = selftestCMAddr(dev, o.port); err != nil {
+		if cmAddr, err = iwarpAddr(dev, o.Port); err != nil {
 			return nil, err
 		}
 	}
@@ -198,28 +224,28 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 			c.Close()
 		}
 	}()
-	e := &selftestEnv{ctx: c, port: o.port, gidIndex: o.gidIndex, iters: o.iters, iwarp: cmAddr.IsValid(), cmAddr: cmAddr}
+	e := &Env{ctx: c, port: o.Port, gidIndex: o.GIDIndex, iters: o.Iters, iwarp: cmAddr.IsValid(), cmAddr: cmAddr}
 	if e.attr, err = c.QueryDevice(); err != nil {
 		return nil, err
 	}
-	if o.port > e.attr.PhysPortCnt {
-		return nil, fmt.Errorf("%s has %d port(s), no port %d", dev.Name, e.attr.PhysPortCnt, o.port)
+	if o.Port > e.attr.PhysPortCnt {
+		return nil, fmt.Errorf("%s has %d port(s), no port %d", dev.Name, e.attr.PhysPortCnt, o.Port)
 	}
-	if e.portAttr, err = c.QueryPort(o.port); err != nil {
+	if e.portAttr, err = c.QueryPort(o.Port); err != nil {
 		return nil, err
 	}
 	if e.portAttr.State != uverbs.PortActive {
-		return nil, fmt.Errorf("%s port %d is %v, not ACTIVE", dev.Name, o.port, e.portAttr.State)
+		return nil, fmt.Errorf("%s port %d is %v, not ACTIVE", dev.Name, o.Port, e.portAttr.State)
 	}
-	if err := e.pickGID(o.gidIndex); err != nil {
+	if err := e.pickGID(o.GIDIndex); err != nil {
 		return nil, err
 	}
 	e.rdAtomic = uint8(min(max(e.attr.MaxQPInitRdAtom, 1), 16))
 	e.destRdAtomic = uint8(min(max(e.attr.MaxQPRdAtom, 1), 16))
-	e.report = selftestReport{
-		Device: dev.Name, Driver: dev.DriverName, Provider: selftestProvider(c, dev),
-		Kernel: kernelRelease(), Port: o.port, GIDIndex: e.gidIndex, LinkLayer: e.portAttr.LinkLayer.String(),
-		Connect: "QP modify (INIT, RTR, RTS) to the port's own address", Rows: []selftestRow{},
+	e.report = Report{
+		Device: dev.Name, Driver: dev.DriverName, Provider: providerName(c, dev),
+		Kernel: kernelRelease(), Port: o.Port, GIDIndex: e.gidIndex, LinkLayer: e.portAttr.LinkLayer.String(),
+		Connect: "QP modify (INIT, RTR, RTS) to the port's own address", Rows: []Row{},
 	}
 	if e.iwarp {
 		e.report.Connect = fmt.Sprintf("rdma_cm, %v to itself", cmAddr)
@@ -233,12 +259,15 @@ func openSelftest(o selftestOptions) (_ *selftestEnv, err error) {
 	return e, nil
 }
 
-// selftestCMAddr is the address an iWARP device's QPs connect on: the
+// Close closes the device.
+func (e *Env) Close() error { return e.ctx.Close() }
+
+// iwarpAddr is the address an iWARP device's QPs connect on: the
 // first IPv4 address of the network interface under the port, else its
 // first IPv6 one. The interface is the one sysfs names for the port's
 // GIDs, else (iWARP ports have no such entry) the one RDMA netlink
 // reports for the port, as "rdma link" shows it.
-func selftestCMAddr(dev uverbs.Device, port int) (netip.Addr, error) {
+func iwarpAddr(dev uverbs.Device, port int) (netip.Addr, error) {
 	netdev := ""
 	for _, p := range dev.Ports {
 		if p.Num == port {
@@ -246,7 +275,7 @@ func selftestCMAddr(dev uverbs.Device, port int) (netip.Addr, error) {
 		}
 	}
 	if netdev == "" {
-		err := withNetlink(func(c linkClient) error {
+		err := devs.WithNetlink(func(c devs.Netlink) error {
 			links, err := c.Links()
 			for _, l := range links {
 				if l.Device == dev.Name && int(l.Port) == port {
@@ -262,7 +291,7 @@ func selftestCMAddr(dev uverbs.Device, port int) (netip.Addr, error) {
 	if netdev == "" {
 		return netip.Addr{}, fmt.Errorf("%s port %d has no network interface: an iWARP QP connects through the rdma_cm, which needs one with an IP address", dev.Name, port)
 	}
-	addrs := netdevAddrs(netdev)
+	addrs := devs.NetdevAddrs(netdev)
 	for _, a := range addrs {
 		if a.Is4() || a.Is4In6() {
 			return a.Unmap(), nil
@@ -278,7 +307,7 @@ func selftestCMAddr(dev uverbs.Device, port int) (netip.Addr, error) {
 // RoCE v2 GID that uverbs.Context.RoCEv2GID picks (one of an IPv4
 // address first), else index 0; an InfiniBand port without -g routes
 // by LID.
-func (e *selftestEnv) pickGID(index int) error {
+func (e *Env) pickGID(index int) error {
 	name := e.ctx.Device().Name
 	if index < 0 && e.portAttr.LinkLayer == uverbs.LinkLayerInfiniBand {
 		e.gidIndex = -1
@@ -317,39 +346,39 @@ func kernelRelease() string {
 	return strings.TrimSpace(string(b))
 }
 
-// selftestProvider names the purerdma provider that drives the device's
+// providerName names the purerdma provider that drives the device's
 // queues, or "none" when its driver has none.
-func selftestProvider(c *uverbs.Context, dev uverbs.Device) string {
+func providerName(c *uverbs.Context, dev uverbs.Device) string {
 	if p := c.Provider(); p != "" {
 		return p + " (purerdma, in Go)"
 	}
 	return "none: driver " + dev.DriverName + " has no purerdma provider, queues are not supported"
 }
 
-// selftestReport is what selftest prints: the header and the rows; its
+// Report is what selftest prints: the header and the rows; its
 // JSON is -json's document.
-type selftestReport struct {
-	Device        string        `json:"device"`
-	Driver        string        `json:"driver"`
-	Provider      string        `json:"provider"`
-	Kernel        string        `json:"kernel"`
-	Port          int           `json:"port"`
-	GIDIndex      int           `json:"gid_index"` // -1: LID routing
-	GID           string        `json:"gid"`
-	GIDType       string        `json:"gid_type"` // IB, RoCE v1, RoCE v2; "" for LID routing
-	LinkLayer     string        `json:"link_layer"`
-	Connect       string        `json:"connect"` // how the QPs were connected
-	Rows          []selftestRow `json:"rows"`
-	Passed        int           `json:"passed"`
-	Failed        int           `json:"failed"`
-	NotApplicable int           `json:"not_applicable"`
+type Report struct {
+	Device        string `json:"device"`
+	Driver        string `json:"driver"`
+	Provider      string `json:"provider"`
+	Kernel        string `json:"kernel"`
+	Port          int    `json:"port"`
+	GIDIndex      int    `json:"gid_index"` // -1: LID routing
+	GID           string `json:"gid"`
+	GIDType       string `json:"gid_type"` // IB, RoCE v1, RoCE v2; "" for LID routing
+	LinkLayer     string `json:"link_layer"`
+	Connect       string `json:"connect"` // how the QPs were connected
+	Rows          []Row  `json:"rows"`
+	Passed        int    `json:"passed"`
+	Failed        int    `json:"failed"`
+	NotApplicable int    `json:"not_applicable"`
 	// memlock counts the failed rows whose memory registration the
 	// kernel refused for the locked-memory limit.
 	memlock int
 }
 
-// selftestRow is one check's outcome.
-type selftestRow struct {
+// Row is one check's outcome.
+type Row struct {
 	Name   string `json:"name"`
 	Result string `json:"result"` // pass, fail or n/a
 	Detail string `json:"detail"`
@@ -358,18 +387,18 @@ type selftestRow struct {
 
 // Results of a row.
 const (
-	selftestPass = "pass"
-	selftestFail = "fail"
-	selftestNA   = "n/a"
+	Pass = "pass"
+	Fail = "fail"
+	NA   = "n/a"
 )
 
 // add appends a row and counts it.
-func (r *selftestReport) add(row selftestRow) {
+func (r *Report) add(row Row) {
 	r.Rows = append(r.Rows, row)
 	switch row.Result {
-	case selftestPass:
+	case Pass:
 		r.Passed++
-	case selftestNA:
+	case NA:
 		r.NotApplicable++
 	default:
 		r.Failed++
@@ -377,7 +406,7 @@ func (r *selftestReport) add(row selftestRow) {
 }
 
 // writeText prints the header and the table.
-func (r *selftestReport) writeText(w io.Writer) {
+func (r *Report) writeText(w io.Writer) {
 	gid := "none: LID routing"
 	if r.GIDIndex >= 0 {
 		gid = fmt.Sprintf("%d %s (%s)", r.GIDIndex, r.GID, r.GIDType)
@@ -401,12 +430,12 @@ func (r *selftestReport) writeText(w io.Writer) {
 	fmt.Fprintf(w, "\n%d passed, %d failed, %d n/a\n", r.Passed, r.Failed, r.NotApplicable)
 }
 
-// selftestCheck is one row: run returns nil and a detail when the
-// operation did what it must, an error saying what went wrong otherwise,
-// or errNA for a check the device cannot do.
-type selftestCheck struct {
-	name string
-	run  func(r *selftestRun) (detail string, err error)
+// Check is one row: Run returns nil and a detail when the operation did
+// what it must, an error saying what went wrong otherwise, or one of
+// stNA's for a check the device cannot do.
+type Check struct {
+	Name string
+	Run  func(r *Case) (detail string, err error)
 }
 
 // notApplicable is a check that does not apply to the device.
@@ -416,9 +445,9 @@ func (n notApplicable) Error() string { return n.reason }
 
 func stNA(format string, args ...any) error { return notApplicable{fmt.Sprintf(format, args...)} }
 
-// run runs the checks in order, each with its own objects, and returns
+// Run runs the checks in order, each with its own objects, and returns
 // the report. An interrupt (ctx) stops it after the row that ran.
-func (e *selftestEnv) run(ctx context.Context, checks []selftestCheck) *selftestReport {
+func (e *Env) Run(ctx context.Context, checks []Check) *Report {
 	rep := e.report
 	for _, c := range checks {
 		if ctx.Err() != nil {
@@ -433,8 +462,8 @@ func (e *selftestEnv) run(ctx context.Context, checks []selftestCheck) *selftest
 	return &rep
 }
 
-func (e *selftestEnv) runOne(ctx context.Context, c selftestCheck) (row selftestRow, memlock bool) {
-	r := &selftestRun{ctx: ctx, env: e, name: c.name}
+func (e *Env) runOne(ctx context.Context, c Check) (row Row, memlock bool) {
+	r := &Case{ctx: ctx, env: e, name: c.Name}
 	start := time.Now()
 	detail, err := func() (detail string, err error) {
 		defer func() {
@@ -442,20 +471,20 @@ func (e *selftestEnv) runOne(ctx context.Context, c selftestCheck) (row selftest
 				err = fmt.Errorf("panic: %v", p)
 			}
 		}()
-		return c.run(r)
+		return c.Run(r)
 	}()
 	if cerr := r.close(); cerr != nil && (err == nil || errors.As(err, new(notApplicable))) {
 		err = fmt.Errorf("closing the check's objects: %w", cerr)
 	}
-	row = selftestRow{Name: c.name, USec: time.Since(start).Microseconds()}
+	row = Row{Name: c.Name, USec: time.Since(start).Microseconds()}
 	var n notApplicable
 	switch {
 	case err == nil:
-		row.Result, row.Detail = selftestPass, detail
+		row.Result, row.Detail = Pass, detail
 	case errors.As(err, &n):
-		row.Result, row.Detail = selftestNA, n.reason
+		row.Result, row.Detail = NA, n.reason
 	default:
-		row.Result, row.Detail = selftestFail, err.Error()
+		row.Result, row.Detail = Fail, err.Error()
 		var me *sys.MemlockError
 		memlock = errors.As(err, &me) && me.LimitReached()
 	}

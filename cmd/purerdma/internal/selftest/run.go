@@ -1,4 +1,4 @@
-package main
+package selftest
 
 import (
 	"bytes"
@@ -14,11 +14,11 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// selftestRun is one check in progress: its objects, closed when it
+// Case is one check in progress: its objects, closed when it
 // ends, newest first.
-type selftestRun struct {
+type Case struct {
 	ctx     context.Context
-	env     *selftestEnv
+	env     *Env
 	name    string
 	closers []func() error
 	pdv     *uverbs.PD
@@ -26,27 +26,27 @@ type selftestRun struct {
 }
 
 // Bounds of the waits. A provider that loses a completion fails its row
-// after selftestWait instead of hanging; selftestQuiet is how long a
+// after pollWait instead of hanging; quietWait is how long a
 // check watches a CQ that must stay empty.
 var (
-	selftestWait  = 5 * time.Second
-	selftestQuiet = 20 * time.Millisecond
+	pollWait  = 5 * time.Second
+	quietWait = 20 * time.Millisecond
 )
 
-// selftestTamper, when set (by a test), sees the bytes a check is about
+// tamper, when set (by a test), sees the bytes a check is about
 // to compare with what it expects, under the check's name, and may change
 // them: the way to prove that a wrong result fails the row.
-var selftestTamper func(check string, got []byte)
+var tamper func(check string, got []byte)
 
-// selftestQKey is the Q_Key of the UD checks.
-const selftestQKey = 0x11111111
+// udQKey is the Q_Key of the UD checks.
+const udQKey = 0x11111111
 
-// selftestPSN is every QP's first packet sequence number.
-const selftestPSN = 0x1234
+// firstPSN is every QP's first packet sequence number.
+const firstPSN = 0x1234
 
-func (r *selftestRun) onClose(f func() error) { r.closers = append(r.closers, f) }
+func (r *Case) onClose(f func() error) { r.closers = append(r.closers, f) }
 
-func (r *selftestRun) close() error {
+func (r *Case) close() error {
 	var errs []error
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		if err := r.closers[i](); err != nil {
@@ -58,7 +58,7 @@ func (r *selftestRun) close() error {
 }
 
 // pd is the check's protection domain, allocated on first use.
-func (r *selftestRun) pd() (*uverbs.PD, error) {
+func (r *Case) pd() (*uverbs.PD, error) {
 	if r.pdv != nil {
 		return r.pdv, nil
 	}
@@ -71,7 +71,7 @@ func (r *selftestRun) pd() (*uverbs.PD, error) {
 	return pd, nil
 }
 
-func (r *selftestRun) cq(size int, ch *uverbs.CompChannel) (*uverbs.CQ, error) {
+func (r *Case) cq(size int, ch *uverbs.CompChannel) (*uverbs.CQ, error) {
 	cq, err := r.env.ctx.CreateCQ(uverbs.CQConfig{Size: size, Channel: ch})
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func (r *selftestRun) cq(size int, ch *uverbs.CompChannel) (*uverbs.CQ, error) {
 
 // memory registers size bytes of page-aligned memory outside the Go
 // heap with access.
-func (r *selftestRun) memory(size int, access uverbs.Access) (*uverbs.MR, error) {
+func (r *Case) memory(size int, access uverbs.Access) (*uverbs.MR, error) {
 	pd, err := r.pd()
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ type stEndConfig struct {
 }
 
 // end creates a QP with a send CQ, a receive CQ and registered memory.
-func (r *selftestRun) end(c stEndConfig) (*stEnd, error) {
+func (r *Case) end(c stEndConfig) (*stEnd, error) {
 	if c.sendWR == 0 {
 		c.sendWR = 16
 	}
@@ -179,7 +179,7 @@ func (r *selftestRun) end(c stEndConfig) (*stEnd, error) {
 // pair creates two ends connected to each other: on InfiniBand and
 // RoCE by moving their QPs through INIT, RTR and RTS (connect), on
 // iWARP through the rdma_cm (cmConnect).
-func (r *selftestRun) pair(a, b stEndConfig) (*stEnd, *stEnd, error) {
+func (r *Case) pair(a, b stEndConfig) (*stEnd, *stEnd, error) {
 	ea, err := r.end(a)
 	if err != nil {
 		return nil, nil, err
@@ -204,12 +204,12 @@ func (r *selftestRun) pair(a, b stEndConfig) (*stEnd, *stEnd, error) {
 }
 
 // rcPair is two connected RC QPs with the default shape.
-func (r *selftestRun) rcPair() (*stEnd, *stEnd, error) {
+func (r *Case) rcPair() (*stEnd, *stEnd, error) {
 	return r.pair(stEndConfig{typ: uverbs.QPTypeRC}, stEndConfig{typ: uverbs.QPTypeRC})
 }
 
 // ahAttr is the address of the device's own port.
-func (e *selftestEnv) ahAttr() uverbs.AHAttr {
+func (e *Env) ahAttr() uverbs.AHAttr {
 	if e.gidIndex < 0 {
 		return uverbs.AHAttr{DLID: e.portAttr.LID, PortNum: e.port}
 	}
@@ -219,10 +219,10 @@ func (e *selftestEnv) ahAttr() uverbs.AHAttr {
 
 // connect moves qp through INIT and RTR to RTS, towards QP remote on the
 // same port.
-func (r *selftestRun) connect(qp *uverbs.QP, remote uint32) error {
+func (r *Case) connect(qp *uverbs.QP, remote uint32) error {
 	e := r.env
 	typ := qp.Type()
-	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: e.port, QKey: selftestQKey, AccessFlags: stAccess}
+	attr := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: e.port, QKey: udQKey, AccessFlags: stAccess}
 	mask := uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort
 	if typ == uverbs.QPTypeUD {
 		mask |= uverbs.QPAttrQKey
@@ -232,7 +232,7 @@ func (r *selftestRun) connect(qp *uverbs.QP, remote uint32) error {
 	if err := qp.Modify(attr, mask); err != nil {
 		return fmt.Errorf("%v QP to INIT: %w", typ, err)
 	}
-	attr = &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: e.portAttr.ActiveMTU, DestQPNum: remote, RQPSN: selftestPSN,
+	attr = &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: e.portAttr.ActiveMTU, DestQPNum: remote, RQPSN: firstPSN,
 		MaxDestRdAtomic: e.destRdAtomic, MinRNRTimer: 1, AHAttr: e.ahAttr()}
 	mask = uverbs.QPAttrState
 	switch typ {
@@ -245,7 +245,7 @@ func (r *selftestRun) connect(qp *uverbs.QP, remote uint32) error {
 	if err := qp.Modify(attr, mask); err != nil {
 		return fmt.Errorf("%v QP to RTR: %w", typ, err)
 	}
-	attr = &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: selftestPSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
+	attr = &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: firstPSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7,
 		MaxRdAtomic: e.rdAtomic}
 	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
 	if typ == uverbs.QPTypeRC {
@@ -263,9 +263,9 @@ func (r *selftestRun) connect(qp *uverbs.QP, remote uint32) error {
 // device), and each ID creates its end's QP on the check's PD with the
 // end's CQs (and SRQ). The IDs own the QPs and close before the CQs and
 // memory; the listener closes when the pair is connected.
-func (r *selftestRun) cmConnect(a, b *stEnd) error {
+func (r *Case) cmConnect(a, b *stEnd) error {
 	e := r.env
-	ctx, cancel := context.WithTimeout(r.ctx, selftestWait)
+	ctx, cancel := context.WithTimeout(r.ctx, pollWait)
 	defer cancel()
 	pd, err := r.pd()
 	if err != nil {
@@ -325,15 +325,15 @@ func (r *selftestRun) cmConnect(a, b *stEnd) error {
 	return nil
 }
 
-// poll waits for n completions on cq, at most selftestWait from the
+// poll waits for n completions on cq, at most pollWait from the
 // last one that arrived.
-func (r *selftestRun) poll(cq *uverbs.CQ, n int, what string) ([]uverbs.WorkCompletion, error) {
+func (r *Case) poll(cq *uverbs.CQ, n int, what string) ([]uverbs.WorkCompletion, error) {
 	if cap(r.wcs) < n {
 		r.wcs = make([]uverbs.WorkCompletion, n)
 	}
 	wcs := r.wcs[:n]
 	got := 0
-	deadline := time.Now().Add(selftestWait)
+	deadline := time.Now().Add(pollWait)
 	for spins := 0; got < n; spins++ {
 		k, err := cq.Poll(wcs[got:])
 		if err != nil {
@@ -342,7 +342,7 @@ func (r *selftestRun) poll(cq *uverbs.CQ, n int, what string) ([]uverbs.WorkComp
 		if k > 0 {
 			got += k
 			spins = 0
-			deadline = time.Now().Add(selftestWait)
+			deadline = time.Now().Add(pollWait)
 			continue
 		}
 		if spins%64 == 63 {
@@ -350,7 +350,7 @@ func (r *selftestRun) poll(cq *uverbs.CQ, n int, what string) ([]uverbs.WorkComp
 				return wcs[:got], fmt.Errorf("%s: %w", what, err)
 			}
 			if time.Now().After(deadline) {
-				return wcs[:got], fmt.Errorf("%s: %d of %d completions, then none for %v", what, got, n, selftestWait)
+				return wcs[:got], fmt.Errorf("%s: %d of %d completions, then none for %v", what, got, n, pollWait)
 			}
 		}
 		runtime.Gosched()
@@ -359,7 +359,7 @@ func (r *selftestRun) poll(cq *uverbs.CQ, n int, what string) ([]uverbs.WorkComp
 }
 
 // poll1 waits for one completion.
-func (r *selftestRun) poll1(cq *uverbs.CQ, what string) (uverbs.WorkCompletion, error) {
+func (r *Case) poll1(cq *uverbs.CQ, what string) (uverbs.WorkCompletion, error) {
 	wcs, err := r.poll(cq, 1, what)
 	if err != nil {
 		return uverbs.WorkCompletion{}, err
@@ -367,10 +367,10 @@ func (r *selftestRun) poll1(cq *uverbs.CQ, what string) (uverbs.WorkCompletion, 
 	return wcs[0], nil
 }
 
-// quiet checks that cq gets no completion for selftestQuiet.
-func (r *selftestRun) quiet(cq *uverbs.CQ, what string) error {
+// quiet checks that cq gets no completion for quietWait.
+func (r *Case) quiet(cq *uverbs.CQ, what string) error {
 	var wc [1]uverbs.WorkCompletion
-	deadline := time.Now().Add(selftestQuiet)
+	deadline := time.Now().Add(quietWait)
 	for time.Now().Before(deadline) {
 		n, err := cq.Poll(wc[:])
 		if err != nil {
@@ -461,9 +461,9 @@ func recvWant(qp *uverbs.QP, wrid uint64, n int) wcWant {
 }
 
 // wantBytes compares got, the bytes an operation produced, with want.
-func (r *selftestRun) wantBytes(what string, want, got []byte) error {
-	if selftestTamper != nil {
-		selftestTamper(r.name, got)
+func (r *Case) wantBytes(what string, want, got []byte) error {
+	if tamper != nil {
+		tamper(r.name, got)
 	}
 	if bytes.Equal(want, got) {
 		return nil
