@@ -563,15 +563,43 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 		return fmt.Errorf("uverbs post send: the QP has no send queue (MaxSendWR 0): %w", sys.ErrInvalid)
 	}
 	if wr != nil && wr.Next == nil {
-		// One request: a plain one without inline data (postOneSend's
-		// first case) is built here, without postOneSend's frame.
+		// One request: a plain one (postOneSend's first case), without
+		// inline data or with it, is built here, without postOneSend's
+		// frame.
 		var err error
 		sq, qp := q.sq, q.qp
-		if o := uint(wr.Opcode); wr.Flags&provider.SendInline == 0 && o < uint(len(plainOps)) &&
+		o := uint(wr.Opcode)
+		if wr.Flags&provider.SendInline == 0 && o < uint(len(plainOps)) &&
 			qp.Type != provider.QPTypeUD && len(wr.SGL) <= int(qp.Cap.MaxSendSGE) && len(wr.SGL) <= sq.maxGS &&
 			(!plainOps[o].rcOnly || qp.Type == provider.QPTypeRC) {
 			p := &plainOps[o]
 			if sq.PutPlain(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr) != nil {
+				err = provider.ErrSendQueueFull
+			}
+		} else if done := false; o < uint(len(plainOps)) && !plainOps[o].rcOnly &&
+			qp.Type != provider.QPTypeUD && len(wr.SGL) <= int(qp.Cap.MaxSendSGE) && len(wr.SGL) <= sq.maxGS {
+			// Inline: what fails the case above with these conditions
+			// true has SendInline set (rcOnly opcodes are not plain
+			// inline). As in postOneSend, which builds what PutInline
+			// does not.
+			if total, ok := inlineTotal(wr.SGL, qp.Cap.MaxInlineData); ok && total <= sq.maxInline {
+				p := &plainOps[o]
+				if done, err = sq.PutInline(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, total); err == ErrBusy {
+					err = provider.ErrSendQueueFull // PutInline's own, unwrapped
+				}
+			}
+			if !done {
+				err = q.postOneSend(wr)
+			}
+		} else if (wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd) &&
+			qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 && len(wr.SGL) == 1 &&
+			wr.RemoteAddr%8 == 0 && wr.SGL[0].Length >= AtomicSize && sq.maxGS >= 1 && qp.Cap.MaxSendSGE >= 1 {
+			// An atomic, as in postOneSend.
+			op := uint8(OpAtomicCS)
+			if wr.Opcode == provider.WRAtomicFetchAndAdd {
+				op = OpAtomicFA
+			}
+			if sq.PutAtomic(op, sendFM(wr.Flags), wr) != nil {
 				err = provider.ErrSendQueueFull
 			}
 		} else {

@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"errors"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"testing"
@@ -207,6 +208,20 @@ func TestMLX5InlineFromUnmappedMemory(t *testing.T) {
 	}
 	if got := f.qp.sq.Counter(); got != 0 {
 		t.Errorf("the refused request moved the send counter to %d", got)
+	}
+	// Of two entries, the unmapped second is the one named; the
+	// goroutine's fault setting is back to what it was (off).
+	ok := []byte("readable")
+	wr.SGL = []provider.SGE{{Addr: addrOf(ok), Length: uint32(len(ok))}, {Addr: addr, Length: 8}}
+	err = f.qp.PostSend(&wr)
+	if !errors.Is(err, sys.ErrInvalid) || !strings.Contains(err.Error(), "inline data of entry 1") {
+		t.Fatalf("inline send with an unmapped second entry: %v, want EINVAL naming entry 1", err)
+	}
+	if got := f.qp.sq.Counter(); got != 0 {
+		t.Errorf("the refused request moved the send counter to %d", got)
+	}
+	if debug.SetPanicOnFault(false) {
+		t.Error("the refused post left the goroutine's SetPanicOnFault on")
 	}
 	// The queue still works.
 	msg := []byte("after")

@@ -1,6 +1,7 @@
 package mlx5
 
 import (
+	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/mmio"
@@ -278,13 +279,17 @@ func (q *SQ) PutAtomic(opcode, fmCeSe uint8, wr *provider.SendWR) error {
 // PutInline builds the whole work request wr with inline data in one
 // call, straight into the ring: the ctrl segment, the remote address
 // segment when hasRAddr (RDMA write), and the inline segment holding the
-// total bytes of wr.SGL, read with provider.CopyInline (memory that
-// cannot be read is its error, and nothing is posted). The caller has
-// checked the opcode for the QP type and that total is the sum of the
-// gather lengths, at most the queue's MaxInline. It returns false, doing
-// nothing, when the data would wrap at the ring's end (then Begin, Inline
-// and Finish build it), and ErrBusy when the queue is full.
-func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, total int) (bool, error) {
+// total bytes of wr.SGL, copied from the caller's memory straight into
+// the ring. Memory that cannot be read is an error, not a crash, as with
+// provider.CopyInline: PutInline has that fault net itself (the fault
+// panics with SetPanicOnFault and its deferred function recovers it,
+// provider.InlineFault making the error), which costs less than a call
+// to CopyInline; nothing is posted then. The caller has checked the
+// opcode for the QP type and that total is the sum of the gather
+// lengths, at most the queue's MaxInline. It returns false, doing
+// nothing, when the data would wrap at the ring's end (then Begin,
+// Inline and Finish build it), and ErrBusy when the queue is full.
+func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, total int) (done bool, err error) {
 	cur := q.curPost
 	ds := uint32(1)
 	if hasRAddr {
@@ -297,13 +302,9 @@ func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 	if q.head-q.tail.Load() >= q.maxPost {
 		return true, ErrBusy
 	}
-	if total > 0 {
-		if _, err := provider.CopyInline(q.buf[hdr+4:hdr+4+total], wr.SGL); err != nil {
-			return true, err
-		}
-		PutInlineHeader(q.buf[hdr:], uint32(total))
-		ds += uint32(total+4+SegSize-1) / SegSize // InlineDS
-	}
+	// The segments first, the data last: after the copy only the
+	// bookkeeping is left. If the copy faults, what was written is in
+	// blocks that are not posted.
 	if q.SignalAll {
 		fmCeSe |= CtrlCQUpdate
 	}
@@ -311,9 +312,43 @@ func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 	if hasRAddr {
 		PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
 	}
+	if total > 0 {
+		ds += uint32(total+4+SegSize-1) / SegSize // InlineDS
+	}
 	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	if total > 0 {
+		dst := q.buf[hdr : hdr+4+total]
+		PutInlineHeader(dst, uint32(total))
+		dst = dst[4:]
+		f := inlineNet{old: debug.SetPanicOnFault(true)}
+		defer func() {
+			if !f.done {
+				done, err = true, provider.InlineFault(f.old, recover(), wr.SGL, f.i)
+			}
+		}()
+		if sgl := wr.SGL; len(sgl) == 1 { // the usual case, without the loop
+			copy(dst, mmio.BytesAt(sgl[0].Addr, int(sgl[0].Length)))
+		} else {
+			n := 0
+			for i := range sgl {
+				f.i = i
+				s := &sgl[i]
+				n += copy(dst[n:], mmio.BytesAt(s.Addr, int(s.Length)))
+			}
+		}
+		f.done = true
+		debug.SetPanicOnFault(f.old)
+	}
 	q.done(cur, ds, wr.WRID, total > 0)
 	return true, nil
+}
+
+// inlineNet is the state of PutInline's fault net: the goroutine's
+// fault setting before it, the gather entry being copied, and whether
+// the copy finished.
+type inlineNet struct {
+	old, done bool
+	i         int
 }
 
 // Abort drops the work request being built.
@@ -502,10 +537,26 @@ func (q *SQ) Ring() {
 	bf := q.bf
 	mmio.StoreUint32BE(q.dbrec[:], SndDBR, q.curPost&0xffff)
 	mmio.WriteBarrier()
-	if !q.bfCopy() || !q.copyBFDev(uint32(q.lastStart)/SendWQEBB, uint32(q.lastDS+3)/4) {
-		mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart) / SegSize)[:]))
+	// A BlueFlame copy ends with the write barrier that flushes it
+	// (Copy64's); the doorbell store needs one of its own.
+	copied := false
+	if q.bfCopy() {
+		// The usual sizes without copyBFDev's frame: one block, or two
+		// (an inline RDMA write of more than 12 bytes).
+		switch k, n := uint32(q.lastStart)/SendWQEBB, uint32(q.lastDS+3)/4; n {
+		case 1:
+			copied = mmio.Copy64(bf.reg[bf.offset:], q.blocks.Slot(k))
+		case 2:
+			dst := bf.reg[bf.offset:]
+			copied = mmio.Copy64(dst, q.blocks.Slot(k)) && mmio.Copy64(dst[SendWQEBB:], q.blocks.Slot(k+1))
+		default:
+			copied = q.copyBFDev(k, n)
+		}
 	}
-	mmio.WriteBarrier()
+	if !copied {
+		mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart) / SegSize)[:]))
+		mmio.WriteBarrier()
+	}
 	bf.offset ^= bf.half
 	q.pending = 0
 }
@@ -539,9 +590,6 @@ func (q *SQ) bfCopy() bool {
 func (q *SQ) copyBFDev(k, n uint32) bool {
 	bf := q.bf
 	dst := bf.reg[bf.offset:]
-	if n == 1 { // the usual case, without the loop
-		return mmio.Copy64(dst, q.blocks.Slot(k))
-	}
 	for i := range n {
 		if !mmio.Copy64(dst[i*SendWQEBB:], q.blocks.Slot(k+i)) {
 			return false
