@@ -24,7 +24,8 @@ const module = "github.com/purerdma/rdma"
 // layering on purpose.
 var allowed = map[string][]string{
 	"mmio":                     nil,
-	"internal/rdmanl":          nil,
+	"internal/netlink":         nil,
+	"internal/rdmanl":          {"internal/netlink"},
 	"internal/abi":             nil,
 	"internal/sys":             {"internal/abi"},
 	"internal/evfd":            {"internal/sys"},
@@ -54,7 +55,7 @@ var allowed = map[string][]string{
 	"rpma/examples/":           {"rpma", "uverbs", "mmio", "rpma/examples/"},
 	"spin":                     {"internal/cycles"},
 	"testenv":                  {"uverbs", "internal/"},
-	"testenv/vm":               {"internal/rdmanl"},
+	"testenv/vm":               {"internal/rdmanl", "internal/netlink"},
 	"rdmactl":                  {"internal/rdmanl"},
 	"cmd/":                     {"uverbs", "rdmacm", "rpma", "rsocket", "rdmactl", "mmio", "spin", "internal/", "testenv/vm", "cmd/purerdma/internal/"},
 	"examples":                 nil,                                                // their test (it runs the built programs)
@@ -68,6 +69,10 @@ var allowed = map[string][]string{
 	// of cmd/purerdma and its commands' packages.
 	"internal/testutils/toolrun": {"testenv"},
 
+	// What the tests that run purerdma pingpong against rdma-core's
+	// ibv_*_pingpong share (cmd/purerdma and its pingpong package).
+	"internal/testutils/pingpongrun": {"testenv"},
+
 	// The mlx5 differential harness: all its code is tests
 	// (docs/testing.md, "The mlx5 oracle").
 	"uverbs/internal/mlx5/oracle": nil,
@@ -75,7 +80,7 @@ var allowed = map[string][]string{
 
 // lowLevel may import unsafe, syscall and golang.org/x/sys/unix: the few
 // places where raw kernel access lives.
-var lowLevel = []string{"mmio", "internal/rdmanl", "internal/sys", "internal/abi", "internal/evfd", "internal/ucma", "testenv/vm", "cmd/rxevm",
+var lowLevel = []string{"mmio", "internal/netlink", "internal/rdmanl", "internal/sys", "internal/abi", "internal/evfd", "internal/ucma", "testenv/vm", "cmd/rxevm",
 	"uverbs/internal/provider"} // provider: the views of uverbs' work requests (provider.As)
 
 var rawImports = []string{"unsafe", "syscall", "golang.org/x/sys/unix"}

@@ -5,24 +5,18 @@ package rdmanl
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/purerdma/rdma/internal/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // Conn is a NETLINK_RDMA socket. Its methods may be called from several
 // goroutines; requests are serialized.
 type Conn struct {
-	mu     sync.Mutex // serializes requests
-	f      *os.File
-	rc     syscall.RawConn
-	pid    uint32 // the socket's netlink port id
-	seq    uint32 // last sequence number used, under mu
+	nl     *netlink.Conn
 	closed atomic.Bool
 	fake   *Fake // answers instead of the kernel (fake_linux.go)
 }
@@ -40,56 +34,19 @@ func Dial() (*Conn, error) {
 // dial opens a netlink socket of the given protocol; tests use another
 // protocol to exercise the socket code on hosts without RDMA.
 func dial(proto int) (*Conn, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, proto)
+	nl, err := netlink.Dial(proto)
 	if err != nil {
 		oe := &OpError{Op: "socket", Err: err}
+		var ne *netlink.Error
+		if errors.As(err, &ne) {
+			oe.Op, oe.Err = ne.Op, ne.Err
+		}
 		if errors.Is(err, unix.EPROTONOSUPPORT) && proto == netlinkRDMA {
 			oe.Message = "the kernel offers no RDMA netlink: it needs CONFIG_INFINIBAND and the ib_core module"
 		}
 		return nil, oe
 	}
-	if err := setup(fd); err != nil {
-		unix.Close(fd)
-		return nil, err
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		unix.Close(fd)
-		return nil, &OpError{Op: "getsockname", Err: err}
-	}
-	nsa, ok := sa.(*unix.SockaddrNetlink)
-	if !ok {
-		unix.Close(fd)
-		return nil, &OpError{Op: "getsockname", Err: fmt.Errorf("unexpected address type %T", sa)}
-	}
-	// The fd is non-blocking; os.File parks waiting goroutines on the
-	// runtime poller, and Close wakes them.
-	f := os.NewFile(uintptr(fd), "rdma-netlink")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, &OpError{Op: "socket", Err: err}
-	}
-	return &Conn{f: f, rc: rc, pid: nsa.Pid, seq: rand.Uint32()}, nil
-}
-
-func setup(fd int) error {
-	// Extended ACKs carry the kernel's error text; capped ACKs keep the
-	// kernel from echoing our request back. Kernels before 4.12 lack
-	// these options, which only cost error detail.
-	for _, opt := range []struct {
-		name string
-		opt  int
-	}{{"NETLINK_EXT_ACK", unix.NETLINK_EXT_ACK}, {"NETLINK_CAP_ACK", unix.NETLINK_CAP_ACK}} {
-		err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, opt.opt, 1)
-		if err != nil && !errors.Is(err, unix.ENOPROTOOPT) {
-			return &OpError{Op: "setsockopt " + opt.name, Err: err}
-		}
-	}
-	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return &OpError{Op: "bind", Err: err}
-	}
-	return nil
+	return &Conn{nl: nl}, nil
 }
 
 // Close closes the socket. It is safe to call more than once and wakes a
@@ -98,7 +55,7 @@ func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) || c.fake != nil {
 		return nil
 	}
-	if err := c.f.Close(); err != nil {
+	if err := c.nl.Close(); err != nil {
 		return &OpError{Op: "close", Err: err}
 	}
 	return nil
@@ -111,7 +68,7 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	if c.fake != nil {
 		return nil
 	}
-	return c.f.SetDeadline(t)
+	return c.nl.SetDeadline(t)
 }
 
 // NewLink creates a software RDMA device name of type linkType ("rxe" or
@@ -258,116 +215,20 @@ func (c *Conn) Links() ([]Link, error) {
 
 // execute sends one request and collects the replies that belong to it:
 // up to the ACK for a plain request, up to NLMSG_DONE for a dump.
-func (c *Conn) execute(op uint16, dev string, dump bool, build func(seq uint32) []byte) ([]message, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	fail := func(err error, msg string) error {
-		return &OpError{Op: cmdName(op), Device: dev, Err: err, Message: msg}
-	}
+func (c *Conn) execute(op uint16, dev string, dump bool, build func(seq uint32) []byte) ([]netlink.Message, error) {
 	if c.closed.Load() {
-		return nil, fail(os.ErrClosed, "")
+		return nil, &OpError{Op: cmdName(op), Device: dev, Err: os.ErrClosed}
 	}
-	c.seq++
-	seq := c.seq
-	if err := c.send(build(seq)); err != nil {
-		return nil, fail(err, "")
-	}
-	x := exchange{dump: dump, seq: seq, pid: c.pid}
-	for {
-		msgs, err := c.recv()
-		if err != nil {
-			return nil, fail(err, "")
-		}
-		done, err := x.handle(msgs)
-		if err != nil {
-			var ke kernelError
-			if errors.As(err, &ke) {
-				err := fail(ke.Errno, ke.Message).(*OpError)
-				err.Kernel = true
-				return nil, err
-			}
-			return nil, fail(err, "")
-		}
-		if done {
-			return x.replies, nil
-		}
-	}
-}
-
-// send writes one request to the kernel (port id 0).
-func (c *Conn) send(b []byte) error {
-	var serr error
-	err := c.rc.Write(func(fd uintptr) bool {
-		for {
-			serr = unix.Sendto(int(fd), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-			if serr != unix.EINTR {
-				break
-			}
-		}
-		return serr != unix.EAGAIN
-	})
+	msgs, err := c.nl.Execute(dump, build)
 	if err != nil {
-		return err
+		oe := &OpError{Op: cmdName(op), Device: dev, Err: err}
+		var ke netlink.KernelError
+		if errors.As(err, &ke) {
+			oe.Err, oe.Message, oe.Kernel = ke.Errno, ke.Message, true
+		}
+		return nil, oe
 	}
-	if serr != nil {
-		return fmt.Errorf("sendto: %w", serr)
-	}
-	return nil
-}
-
-// recv reads one datagram and splits it into messages. Datagrams from
-// anyone but the kernel are dropped.
-func (c *Conn) recv() ([]message, error) {
-	buf := make([]byte, os.Getpagesize())
-	for {
-		// Peek with MSG_TRUNC to learn the datagram's full size.
-		n, _, err := c.recvfrom(buf, unix.MSG_PEEK|unix.MSG_TRUNC)
-		if err != nil {
-			return nil, err
-		}
-		if n > len(buf) {
-			buf = make([]byte, n)
-		}
-		n, from, err := c.recvfrom(buf, 0)
-		if err != nil {
-			return nil, err
-		}
-		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
-			continue
-		}
-		if n > len(buf) {
-			return nil, fmt.Errorf("recvfrom: datagram of %d bytes truncated to %d", n, len(buf))
-		}
-		msgs, err := parseMessages(buf[:n:n])
-		if err != nil {
-			return nil, err
-		}
-		return msgs, nil
-	}
-}
-
-func (c *Conn) recvfrom(buf []byte, flags int) (int, unix.Sockaddr, error) {
-	var (
-		n    int
-		from unix.Sockaddr
-		rerr error
-	)
-	err := c.rc.Read(func(fd uintptr) bool {
-		for {
-			n, from, rerr = unix.Recvfrom(int(fd), buf, flags)
-			if rerr != unix.EINTR {
-				break
-			}
-		}
-		return rerr != unix.EAGAIN
-	})
-	if err != nil {
-		return 0, nil, err
-	}
-	if rerr != nil {
-		return 0, nil, fmt.Errorf("recvfrom: %w", rerr)
-	}
-	return n, from, nil
+	return msgs, nil
 }
 
 // Summary asks for the resource counts of the device at index, like
@@ -415,7 +276,7 @@ func (c *Conn) Res(k ResKind, index uint32, dev string) (Res, error) {
 }
 
 // joinRes decodes the messages of a resource dump into one Res.
-func joinRes(msgs []message, k ResKind, index uint32, dev string) (Res, error) {
+func joinRes(msgs []netlink.Message, k ResKind, index uint32, dev string) (Res, error) {
 	t := resTables[k]
 	all := Res{DevIndex: index, DevName: dev}
 	for _, m := range msgs {

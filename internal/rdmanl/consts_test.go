@@ -9,10 +9,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/purerdma/rdma/internal/netlink"
 )
 
 // TestConstantsMatchHeaders compiles a small C probe against the installed
-// kernel headers and checks the constants spelled out in message.go.
+// kernel headers and checks the constants spelled out in message.go and
+// in the shared codec (internal/netlink).
 func TestConstantsMatchHeaders(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
@@ -26,21 +28,24 @@ func TestConstantsMatchHeaders(t *testing.T) {
 		val int
 	}{
 		{"NETLINK_RDMA", netlinkRDMA},
-		{"NLMSG_HDRLEN", headerLen},
-		{"NLA_HDRLEN", attrHdr},
-		{"NLMSG_NOOP", typeNoop},
-		{"NLMSG_ERROR", typeError},
-		{"NLMSG_DONE", typeDone},
-		{"NLMSG_OVERRUN", typeOverrun},
-		{"NLM_F_REQUEST", flagRequest},
-		{"NLM_F_MULTI", flagMulti},
-		{"NLM_F_ACK", flagAck},
-		{"NLM_F_DUMP_INTR", flagDumpIntr},
-		{"NLM_F_DUMP", flagDump},
-		{"NLM_F_CAPPED", flagCapped},
-		{"NLM_F_ACK_TLVS", flagAckTLVs},
-		{"NLA_TYPE_MASK & 0xffff", attrTypeMask},
-		{"NLMSGERR_ATTR_MSG", extAckMsg},
+		{"NLMSG_HDRLEN", netlink.HeaderLen},
+		{"NLA_HDRLEN", netlink.AttrHeaderLen},
+		{"NLMSG_NOOP", netlink.TypeNoop},
+		{"NLMSG_ERROR", netlink.TypeError},
+		{"NLMSG_DONE", netlink.TypeDone},
+		{"NLMSG_OVERRUN", netlink.TypeOverrun},
+		{"NLM_F_REQUEST", netlink.FlagRequest},
+		{"NLM_F_MULTI", netlink.FlagMulti},
+		{"NLM_F_ACK", netlink.FlagAck},
+		{"NLM_F_DUMP_INTR", netlink.FlagDumpIntr},
+		{"NLM_F_DUMP", netlink.FlagDump},
+		{"NLM_F_CAPPED", netlink.FlagCapped},
+		{"NLM_F_ACK_TLVS", netlink.FlagAckTLVs},
+		{"NLM_F_REPLACE", netlink.FlagReplace},
+		{"NLM_F_EXCL", netlink.FlagExcl},
+		{"NLM_F_CREATE", netlink.FlagCreate},
+		{"NLA_TYPE_MASK & 0xffff", netlink.AttrTypeMask},
+		{"NLMSGERR_ATTR_MSG", netlink.AttrExtAckMsg},
 		{"RDMA_NL_NLDEV", clientNLDEV},
 		{"RDMA_NLDEV_CMD_GET", cmdGet},
 		{"RDMA_NLDEV_CMD_NEWLINK", cmdNewLink},

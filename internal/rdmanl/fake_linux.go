@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/purerdma/rdma/internal/netlink"
 )
 
 // Fake is a scripted RDMA netlink for tests that run uverbs against a
@@ -64,11 +66,11 @@ func (f *Fake) summary(index uint32, dev string) (Summary, error) {
 }
 
 func (f *Fake) res(k ResKind, index uint32, dev string) (Res, error) {
-	var msgs []message
+	var msgs []netlink.Message
 	t := resTables[k]
 	for _, r := range f.Res[k] {
 		if r.DevIndex == index {
-			msgs = append(msgs, message{Header: header{Type: nldevType(t.cmd)}, Data: EncodeRes(k, r)})
+			msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: nldevType(t.cmd)}, Data: EncodeRes(k, r)})
 		}
 	}
 	return joinRes(msgs, k, index, dev)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/purerdma/rdma/internal/netlink"
 )
 
 func littleEndian(t *testing.T) {
@@ -102,7 +103,7 @@ type msgBuilder struct{ b []byte }
 
 func (mb *msgBuilder) msg(typ, flags uint16, seq, pid uint32, payload []byte) *msgBuilder {
 	ne := binary.NativeEndian
-	n := headerLen + len(payload)
+	n := netlink.HeaderLen + len(payload)
 	mb.b = ne.AppendUint32(mb.b, uint32(n))
 	mb.b = ne.AppendUint16(mb.b, typ)
 	mb.b = ne.AppendUint16(mb.b, flags)
@@ -116,17 +117,17 @@ func (mb *msgBuilder) msg(typ, flags uint16, seq, pid uint32, payload []byte) *m
 }
 
 // attrs encodes attributes with the production encoder, minus its header.
-type attrList struct{ e encoder }
+type attrList struct{ e netlink.Encoder }
 
-func (a *attrList) str(typ uint16, s string) *attrList { a.e.string(typ, s); return a }
-func (a *attrList) u8(typ uint16, v uint8) *attrList   { a.e.attr(typ, []byte{v}); return a }
-func (a *attrList) u32(typ uint16, v uint32) *attrList { a.e.uint32(typ, v); return a }
+func (a *attrList) str(typ uint16, s string) *attrList { a.e.String(typ, s); return a }
+func (a *attrList) u8(typ uint16, v uint8) *attrList   { a.e.Attr(typ, []byte{v}); return a }
+func (a *attrList) u32(typ uint16, v uint32) *attrList { a.e.Uint32(typ, v); return a }
 func (a *attrList) u64(typ uint16, v uint64) *attrList {
-	a.e.attr(typ, binary.NativeEndian.AppendUint64(nil, v))
+	a.e.Attr(typ, binary.NativeEndian.AppendUint64(nil, v))
 	return a
 }
-func (a *attrList) raw(typ uint16, b []byte) *attrList { a.e.attr(typ, b); return a }
-func (a *attrList) bytes() []byte                      { return a.e.b }
+func (a *attrList) raw(typ uint16, b []byte) *attrList { a.e.Attr(typ, b); return a }
+func (a *attrList) bytes() []byte                      { return a.e.Bytes() }
 
 func errPayload(code int32, echoed []byte, tlvs []byte) []byte {
 	b := binary.NativeEndian.AppendUint32(nil, uint32(code))
@@ -154,24 +155,24 @@ func deviceDump() []byte {
 		u32(attrPortIndex, 2).u64(attrNodeGUID, 0x0002c90300a0b0c0).
 		u8(attrDevNodeType, 1).raw(1<<15|99, []byte{1, 2, 3}).str(attrDevProtocol, "ib").bytes()
 	mb := new(msgBuilder).
-		msg(nldevType(cmdGet), flagMulti, testSeq, testPID, rxe0).
-		msg(nldevType(cmdGet), flagMulti, testSeq, testPID, mlx).
-		msg(typeDone, flagMulti, testSeq, testPID, []byte{0, 0, 0, 0})
+		msg(nldevType(cmdGet), netlink.FlagMulti, testSeq, testPID, rxe0).
+		msg(nldevType(cmdGet), netlink.FlagMulti, testSeq, testPID, mlx).
+		msg(netlink.TypeDone, netlink.FlagMulti, testSeq, testPID, []byte{0, 0, 0, 0})
 	return mb.b
 }
 
 func TestParseDeviceDump(t *testing.T) {
-	msgs, err := parseMessages(deviceDump())
+	msgs, err := netlink.ParseMessages(deviceDump())
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := exchange{dump: true, seq: testSeq, pid: testPID}
-	done, err := x.handle(msgs)
+	x := netlink.Exchange{Dump: true, Seq: testSeq, PID: testPID}
+	done, err := x.Handle(msgs)
 	if err != nil || !done {
 		t.Fatalf("handle = %v, %v; want done", done, err)
 	}
 	var got []Device
-	for _, m := range x.replies {
+	for _, m := range x.Replies {
 		d, err := parseDevice(m.Data)
 		if err != nil {
 			t.Fatal(err)
@@ -257,7 +258,7 @@ func TestParseAttrErrors(t *testing.T) {
 }
 
 func TestParseMessagesErrors(t *testing.T) {
-	good := new(msgBuilder).msg(typeDone, 0, 1, 1, []byte{0, 0, 0, 0}).b
+	good := new(msgBuilder).msg(netlink.TypeDone, 0, 1, 1, []byte{0, 0, 0, 0}).b
 	tests := []struct {
 		name string
 		b    []byte
@@ -270,9 +271,9 @@ func TestParseMessagesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msgs, err := parseMessages(tt.b)
-			if !errors.Is(err, errShort) {
-				t.Errorf("err = %v, want errShort", err)
+			msgs, err := netlink.ParseMessages(tt.b)
+			if !errors.Is(err, netlink.ErrShort) {
+				t.Errorf("err = %v, want netlink.ErrShort", err)
 			}
 			if len(msgs) != tt.n {
 				t.Errorf("parsed %d messages before the error, want %d", len(msgs), tt.n)
@@ -280,40 +281,40 @@ func TestParseMessagesErrors(t *testing.T) {
 		})
 	}
 	// The last message may omit its padding.
-	unpadded := new(msgBuilder).msg(typeError, 0, 1, 1, []byte{0, 0, 0, 0, 7}).b
-	msgs, err := parseMessages(unpadded[:headerLen+5])
+	unpadded := new(msgBuilder).msg(netlink.TypeError, 0, 1, 1, []byte{0, 0, 0, 0, 7}).b
+	msgs, err := netlink.ParseMessages(unpadded[:netlink.HeaderLen+5])
 	if err != nil || len(msgs) != 1 || len(msgs[0].Data) != 5 {
 		t.Errorf("unpadded message: %d messages, err %v", len(msgs), err)
 	}
 }
 
 func TestParseError(t *testing.T) {
-	echoedHdr := new(msgBuilder).msg(nldevType(cmdNewLink), flagRequest|flagAck, testSeq, 0, nil).b
+	echoedHdr := new(msgBuilder).msg(nldevType(cmdNewLink), netlink.FlagRequest|netlink.FlagAck, testSeq, 0, nil).b
 	echoedFull := newLinkRequest(testSeq, "rxe0", "rxe", "eth0")
-	tlvs := new(attrList).str(extAckMsg, "Unknown device type").u32(2 /* OFFS */, 20).bytes()
+	tlvs := new(attrList).str(netlink.AttrExtAckMsg, "Unknown device type").u32(2 /* OFFS */, 20).bytes()
 	tests := []struct {
 		name  string
 		flags uint16
 		data  []byte
-		want  kernelError
+		want  netlink.KernelError
 	}{
-		{"ACK", flagCapped, errPayload(0, echoedHdr, nil), kernelError{}},
-		{"errno capped", flagCapped, errPayload(-17, echoedHdr, nil), kernelError{Errno: syscall.EEXIST}},
-		{"errno with request echoed", 0, errPayload(-19, echoedFull, nil), kernelError{Errno: syscall.ENODEV}},
-		{"ext ack capped", flagCapped | flagAckTLVs, errPayload(-22, echoedHdr, tlvs),
-			kernelError{Errno: syscall.EINVAL, Message: "Unknown device type"}},
-		{"ext ack after echoed request", flagAckTLVs, errPayload(-22, echoedFull, tlvs),
-			kernelError{Errno: syscall.EINVAL, Message: "Unknown device type"}},
-		{"ext ack cut short", flagCapped | flagAckTLVs, errPayload(-1, echoedHdr[:8], nil),
-			kernelError{Errno: syscall.EPERM}},
-		{"echoed length lies", flagAckTLVs, errPayload(-1, append([]byte{255, 255, 0, 0}, echoedFull[4:]...), tlvs),
-			kernelError{Errno: syscall.EPERM}},
-		{"positive code", flagCapped, errPayload(5, echoedHdr, nil), kernelError{}},
+		{"ACK", netlink.FlagCapped, errPayload(0, echoedHdr, nil), netlink.KernelError{}},
+		{"errno capped", netlink.FlagCapped, errPayload(-17, echoedHdr, nil), netlink.KernelError{Errno: syscall.EEXIST}},
+		{"errno with request echoed", 0, errPayload(-19, echoedFull, nil), netlink.KernelError{Errno: syscall.ENODEV}},
+		{"ext ack capped", netlink.FlagCapped | netlink.FlagAckTLVs, errPayload(-22, echoedHdr, tlvs),
+			netlink.KernelError{Errno: syscall.EINVAL, Message: "Unknown device type"}},
+		{"ext ack after echoed request", netlink.FlagAckTLVs, errPayload(-22, echoedFull, tlvs),
+			netlink.KernelError{Errno: syscall.EINVAL, Message: "Unknown device type"}},
+		{"ext ack cut short", netlink.FlagCapped | netlink.FlagAckTLVs, errPayload(-1, echoedHdr[:8], nil),
+			netlink.KernelError{Errno: syscall.EPERM}},
+		{"echoed length lies", netlink.FlagAckTLVs, errPayload(-1, append([]byte{255, 255, 0, 0}, echoedFull[4:]...), tlvs),
+			netlink.KernelError{Errno: syscall.EPERM}},
+		{"positive code", netlink.FlagCapped, errPayload(5, echoedHdr, nil), netlink.KernelError{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := message{Header: header{Type: typeError, Flags: tt.flags}, Data: tt.data}
-			got, err := parseError(m)
+			m := netlink.Message{Header: netlink.Header{Type: netlink.TypeError, Flags: tt.flags}, Data: tt.data}
+			got, err := netlink.ParseError(m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -322,16 +323,16 @@ func TestParseError(t *testing.T) {
 			}
 		})
 	}
-	if _, err := parseError(message{Data: []byte{1, 2}}); !errors.Is(err, errShort) {
-		t.Errorf("short NLMSG_ERROR: err = %v, want errShort", err)
+	if _, err := netlink.ParseError(netlink.Message{Data: []byte{1, 2}}); !errors.Is(err, netlink.ErrShort) {
+		t.Errorf("short NLMSG_ERROR: err = %v, want netlink.ErrShort", err)
 	}
 }
 
 func TestExchange(t *testing.T) {
 	reply := new(attrList).u32(attrDevIndex, 1).str(attrDevName, "rxe0").bytes()
-	ackPayload := errPayload(0, make([]byte, headerLen), nil)
-	eexist := errPayload(-17, make([]byte, headerLen),
-		new(attrList).str(extAckMsg, "already configured").bytes())
+	ackPayload := errPayload(0, make([]byte, netlink.HeaderLen), nil)
+	eexist := errPayload(-17, make([]byte, netlink.HeaderLen),
+		new(attrList).str(netlink.AttrExtAckMsg, "already configured").bytes())
 	tests := []struct {
 		name     string
 		dump     bool
@@ -343,42 +344,42 @@ func TestExchange(t *testing.T) {
 	}{
 		{
 			name:     "ACK ends a plain request",
-			datagram: []*msgBuilder{new(msgBuilder).msg(typeError, flagCapped, testSeq, testPID, ackPayload)},
+			datagram: []*msgBuilder{new(msgBuilder).msg(netlink.TypeError, netlink.FlagCapped, testSeq, testPID, ackPayload)},
 			done:     true,
 		},
 		{
 			name: "kernel error with ext ack",
 			datagram: []*msgBuilder{new(msgBuilder).
-				msg(typeError, flagCapped|flagAckTLVs, testSeq, testPID, eexist)},
+				msg(netlink.TypeError, netlink.FlagCapped|netlink.FlagAckTLVs, testSeq, testPID, eexist)},
 			err:     syscall.EEXIST,
 			errText: "already configured",
 		},
 		{
 			name: "stale replies are dropped",
 			datagram: []*msgBuilder{
-				new(msgBuilder).msg(typeError, flagCapped, testSeq-1, testPID, eexist),
-				new(msgBuilder).msg(typeError, flagCapped, testSeq, testPID, ackPayload),
+				new(msgBuilder).msg(netlink.TypeError, netlink.FlagCapped, testSeq-1, testPID, eexist),
+				new(msgBuilder).msg(netlink.TypeError, netlink.FlagCapped, testSeq, testPID, ackPayload),
 			},
 			done: true,
 		},
 		{
 			name:     "future sequence number",
-			datagram: []*msgBuilder{new(msgBuilder).msg(typeError, flagCapped, testSeq+1, testPID, ackPayload)},
+			datagram: []*msgBuilder{new(msgBuilder).msg(netlink.TypeError, netlink.FlagCapped, testSeq+1, testPID, ackPayload)},
 			errText:  "sequence number",
 		},
 		{
 			name:     "wrong port id",
-			datagram: []*msgBuilder{new(msgBuilder).msg(typeError, flagCapped, testSeq, testPID+1, ackPayload)},
+			datagram: []*msgBuilder{new(msgBuilder).msg(netlink.TypeError, netlink.FlagCapped, testSeq, testPID+1, ackPayload)},
 			errText:  "port id",
 		},
 		{
 			name: "dump across datagrams",
 			dump: true,
 			datagram: []*msgBuilder{
-				new(msgBuilder).msg(nldevType(cmdGet), flagMulti, testSeq, testPID, reply).
-					msg(typeNoop, 0, testSeq, testPID, nil),
-				new(msgBuilder).msg(nldevType(cmdGet), flagMulti, testSeq, testPID, reply),
-				new(msgBuilder).msg(typeDone, flagMulti, testSeq, testPID, []byte{0, 0, 0, 0}),
+				new(msgBuilder).msg(nldevType(cmdGet), netlink.FlagMulti, testSeq, testPID, reply).
+					msg(netlink.TypeNoop, 0, testSeq, testPID, nil),
+				new(msgBuilder).msg(nldevType(cmdGet), netlink.FlagMulti, testSeq, testPID, reply),
+				new(msgBuilder).msg(netlink.TypeDone, netlink.FlagMulti, testSeq, testPID, []byte{0, 0, 0, 0}),
 			},
 			replies: 2,
 			done:    true,
@@ -387,14 +388,14 @@ func TestExchange(t *testing.T) {
 			name: "dump failing in NLMSG_DONE",
 			dump: true,
 			datagram: []*msgBuilder{new(msgBuilder).
-				msg(typeDone, flagMulti, testSeq, testPID, errPayload(-22, nil, nil))},
+				msg(netlink.TypeDone, netlink.FlagMulti, testSeq, testPID, errPayload(-22, nil, nil))},
 			err: syscall.EINVAL,
 		},
 		{
 			name: "dump failing in NLMSG_DONE with ext ack",
 			dump: true,
-			datagram: []*msgBuilder{new(msgBuilder).msg(typeDone, flagMulti|flagAckTLVs, testSeq, testPID,
-				errPayload(-22, nil, new(attrList).str(extAckMsg, "bad index").bytes()))},
+			datagram: []*msgBuilder{new(msgBuilder).msg(netlink.TypeDone, netlink.FlagMulti|netlink.FlagAckTLVs, testSeq, testPID,
+				errPayload(-22, nil, new(attrList).str(netlink.AttrExtAckMsg, "bad index").bytes()))},
 			err:     syscall.EINVAL,
 			errText: "bad index",
 		},
@@ -402,37 +403,37 @@ func TestExchange(t *testing.T) {
 			name: "dump interrupted",
 			dump: true,
 			datagram: []*msgBuilder{new(msgBuilder).
-				msg(nldevType(cmdGet), flagMulti|flagDumpIntr, testSeq, testPID, reply)},
+				msg(nldevType(cmdGet), netlink.FlagMulti|netlink.FlagDumpIntr, testSeq, testPID, reply)},
 			err: syscall.EINTR,
 		},
 		{
 			name: "overrun",
 			dump: true,
 			datagram: []*msgBuilder{new(msgBuilder).
-				msg(typeOverrun, 0, testSeq, testPID, nil)},
+				msg(netlink.TypeOverrun, 0, testSeq, testPID, nil)},
 			err: syscall.ENOBUFS,
 		},
 		{
 			name: "dump not finished",
 			dump: true,
 			datagram: []*msgBuilder{new(msgBuilder).
-				msg(nldevType(cmdGet), flagMulti, testSeq, testPID, reply)},
+				msg(nldevType(cmdGet), netlink.FlagMulti, testSeq, testPID, reply)},
 			replies: 1,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := exchange{dump: tt.dump, seq: testSeq, pid: testPID}
+			x := netlink.Exchange{Dump: tt.dump, Seq: testSeq, PID: testPID}
 			var (
 				done bool
 				err  error
 			)
 			for _, d := range tt.datagram {
-				msgs, perr := parseMessages(d.b)
+				msgs, perr := netlink.ParseMessages(d.b)
 				if perr != nil {
 					t.Fatal(perr)
 				}
-				done, err = x.handle(msgs)
+				done, err = x.Handle(msgs)
 				if done || err != nil {
 					break
 				}
@@ -440,8 +441,8 @@ func TestExchange(t *testing.T) {
 			if done != tt.done {
 				t.Errorf("done = %v, want %v", done, tt.done)
 			}
-			if len(x.replies) != tt.replies {
-				t.Errorf("%d replies, want %d", len(x.replies), tt.replies)
+			if len(x.Replies) != tt.replies {
+				t.Errorf("%d replies, want %d", len(x.Replies), tt.replies)
 			}
 			switch {
 			case tt.err == nil && tt.errText == "" && err != nil:
@@ -507,23 +508,23 @@ func TestOpError(t *testing.T) {
 func FuzzParseMessages(f *testing.F) {
 	f.Add(deviceDump())
 	f.Add(newLinkRequest(1, "rxe0", "rxe", "eth0"))
-	f.Add(new(msgBuilder).msg(typeError, flagCapped|flagAckTLVs, 1, 1,
-		errPayload(-22, make([]byte, headerLen), new(attrList).str(extAckMsg, "msg").bytes())).b)
-	f.Add(new(msgBuilder).msg(typeError, flagAckTLVs, 1, 1,
-		errPayload(-22, newLinkRequest(1, "a", "b", "c"), new(attrList).str(extAckMsg, "msg").bytes())).b)
-	f.Add(new(msgBuilder).msg(typeDone, flagAckTLVs, 1, 1, errPayload(-1, nil, nil)).b)
+	f.Add(new(msgBuilder).msg(netlink.TypeError, netlink.FlagCapped|netlink.FlagAckTLVs, 1, 1,
+		errPayload(-22, make([]byte, netlink.HeaderLen), new(attrList).str(netlink.AttrExtAckMsg, "msg").bytes())).b)
+	f.Add(new(msgBuilder).msg(netlink.TypeError, netlink.FlagAckTLVs, 1, 1,
+		errPayload(-22, newLinkRequest(1, "a", "b", "c"), new(attrList).str(netlink.AttrExtAckMsg, "msg").bytes())).b)
+	f.Add(new(msgBuilder).msg(netlink.TypeDone, netlink.FlagAckTLVs, 1, 1, errPayload(-1, nil, nil)).b)
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 40))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, _ := parseMessages(b)
-		x := exchange{dump: true, seq: 1, pid: 1}
-		x.handle(msgs)
+		msgs, _ := netlink.ParseMessages(b)
+		x := netlink.Exchange{Dump: true, Seq: 1, PID: 1}
+		x.Handle(msgs)
 		for _, m := range msgs {
-			parseError(m)
-			parseDone(m)
+			netlink.ParseError(m)
+			netlink.ParseDone(m)
 			parseDevice(m.Data)
 			parseLink(m.Data)
-			if m.Header.Len < headerLen || int(m.Header.Len)-headerLen != len(m.Data) {
+			if m.Header.Len < netlink.HeaderLen || int(m.Header.Len)-netlink.HeaderLen != len(m.Data) {
 				t.Fatalf("message length %d with %d payload bytes", m.Header.Len, len(m.Data))
 			}
 		}

@@ -5,8 +5,9 @@
 // resource tables and ports' hardware counters (res.go), which the
 // public package rdmactl presents.
 //
-// The netlink encoder and decoder are written here on top of
-// golang.org/x/sys/unix; no netlink library and no cgo are used.
+// The requests and reply decoders are written here on the project's
+// netlink codec and socket (internal/netlink); no netlink library and no
+// cgo are used.
 //
 // A Conn is safe for concurrent use: requests on one Conn are serialized.
 package rdmanl

@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+
+	"github.com/purerdma/rdma/internal/netlink"
 )
 
 // Resource and statistics commands from <rdma/rdma_netlink.h>.
@@ -182,37 +184,37 @@ type PortStats struct {
 // resGetRequest encodes RDMA_NLDEV_CMD_RES_GET for one device, as rdma
 // sends it: a plain request, not a dump.
 func resGetRequest(seq, index uint32) []byte {
-	e := newRequest(nldevType(cmdResGet), flagRequest|flagAck, seq)
-	e.uint32(attrDevIndex, index)
-	return e.finish()
+	e := netlink.NewRequest(nldevType(cmdResGet), netlink.FlagRequest|netlink.FlagAck, seq)
+	e.Uint32(attrDevIndex, index)
+	return e.Finish()
 }
 
 // resDumpRequest encodes a dump of one resource table of one device; the
 // kernel's res_get_common_dumpit answers EINVAL without the index.
 func resDumpRequest(seq uint32, cmd uint16, index uint32) []byte {
-	e := newRequest(nldevType(cmd), flagRequest|flagDump, seq)
-	e.uint32(attrDevIndex, index)
-	return e.finish()
+	e := netlink.NewRequest(nldevType(cmd), netlink.FlagRequest|netlink.FlagDump, seq)
+	e.Uint32(attrDevIndex, index)
+	return e.Finish()
 }
 
 // statGetRequest encodes RDMA_NLDEV_CMD_STAT_GET for one port: with no
 // STAT_RES or STAT_MODE the kernel answers the port's hardware counters.
 func statGetRequest(seq, index, port uint32) []byte {
-	e := newRequest(nldevType(cmdStatGet), flagRequest|flagAck, seq)
-	e.uint32(attrDevIndex, index)
-	e.uint32(attrPortIndex, port)
-	return e.finish()
+	e := netlink.NewRequest(nldevType(cmdStatGet), netlink.FlagRequest|netlink.FlagAck, seq)
+	e.Uint32(attrDevIndex, index)
+	e.Uint32(attrPortIndex, port)
+	return e.Finish()
 }
 
 // devHeader decodes the device index and name every reply starts with.
-func devHeader(a attr, index *uint32, name *string) (bool, error) {
+func devHeader(a netlink.Attr, index *uint32, name *string) (bool, error) {
 	switch a.Type {
 	case attrDevIndex:
-		v, err := a.uint32()
+		v, err := a.Uint32()
 		*index = v
 		return true, err
 	case attrDevName:
-		*name = a.string()
+		*name = a.String()
 		return true, nil
 	}
 	return false, nil
@@ -221,7 +223,7 @@ func devHeader(a attr, index *uint32, name *string) (bool, error) {
 // parseSummary decodes a RDMA_NLDEV_CMD_RES_GET reply.
 func parseSummary(b []byte) (Summary, error) {
 	var s Summary
-	attrs, err := parseAttrs(b)
+	attrs, err := netlink.ParseAttrs(b)
 	if err != nil {
 		return s, err
 	}
@@ -248,8 +250,8 @@ func parseSummary(b []byte) (Summary, error) {
 
 // nested walks a nested table: each attribute of type entry is itself a
 // list of attributes, given to f; attributes of other types are skipped.
-func nested(b []byte, entry Attr, f func([]attr) error) error {
-	entries, err := parseAttrs(b)
+func nested(b []byte, entry Attr, f func([]netlink.Attr) error) error {
+	entries, err := netlink.ParseAttrs(b)
 	if err != nil {
 		return err
 	}
@@ -257,7 +259,7 @@ func nested(b []byte, entry Attr, f func([]attr) error) error {
 		if Attr(e.Type) != entry {
 			continue
 		}
-		line, err := parseAttrs(e.Data)
+		line, err := netlink.ParseAttrs(e.Data)
 		if err != nil {
 			return err
 		}
@@ -272,16 +274,16 @@ func nested(b []byte, entry Attr, f func([]attr) error) error {
 // resource summary, the hardware counters): each entry attribute holds
 // a name attribute and a value attribute; a missing one is "" or 0.
 func namedValues(b []byte, entry, name, value Attr, add func(string, uint64)) error {
-	return nested(b, entry, func(line []attr) error {
+	return nested(b, entry, func(line []netlink.Attr) error {
 		var n string
 		var v uint64
 		for _, f := range line {
 			switch Attr(f.Type) {
 			case name:
-				n = f.string()
+				n = f.String()
 			case value:
 				var err error
-				if v, err = f.uint64(); err != nil {
+				if v, err = f.Uint64(); err != nil {
 					return err
 				}
 			}
@@ -298,7 +300,7 @@ func parseRes(b []byte, k ResKind) (Res, error) {
 	if !ok {
 		return r, fmt.Errorf("unknown resource kind %d", k)
 	}
-	attrs, err := parseAttrs(b)
+	attrs, err := netlink.ParseAttrs(b)
 	if err != nil {
 		return r, err
 	}
@@ -313,7 +315,7 @@ func parseRes(b []byte, k ResKind) (Res, error) {
 			continue
 		}
 		r.Entries = nil
-		err := nested(a.Data, t.entry, func(line []attr) error {
+		err := nested(a.Data, t.entry, func(line []netlink.Attr) error {
 			e, err := parseResLine(line)
 			if err != nil {
 				return err
@@ -329,7 +331,7 @@ func parseRes(b []byte, k ResKind) (Res, error) {
 }
 
 // parseResLine decodes the attributes of one tracked object.
-func parseResLine(line []attr) (ResAttrs, error) {
+func parseResLine(line []netlink.Attr) (ResAttrs, error) {
 	var r ResAttrs
 	u32 := map[Attr]*uint32{
 		AttrPortIndex: &r.Port, AttrLQPN: &r.LQPN, AttrRQPN: &r.RQPN, AttrRQPSN: &r.RQPSN,
@@ -348,13 +350,13 @@ func parseResLine(line []attr) (ResAttrs, error) {
 		var err error
 		switch {
 		case u32[t] != nil:
-			*u32[t], err = a.uint32()
+			*u32[t], err = a.Uint32()
 		case u8[t] != nil:
-			*u8[t], err = a.uint8()
+			*u8[t], err = a.Uint8()
 		case u64[t] != nil:
-			*u64[t], err = a.uint64()
+			*u64[t], err = a.Uint64()
 		case t == AttrKernName:
-			r.KernName = a.string()
+			r.KernName = a.String()
 		case t == AttrSrcAddr || t == AttrDstAddr:
 			ap, ok := parseSockaddr(a.Data)
 			if !ok {
@@ -429,7 +431,7 @@ func appendSockaddr(b []byte, ap netip.AddrPort) []byte {
 // parseStat decodes a RDMA_NLDEV_CMD_STAT_GET reply for a port.
 func parseStat(b []byte) (PortStats, error) {
 	var s PortStats
-	attrs, err := parseAttrs(b)
+	attrs, err := netlink.ParseAttrs(b)
 	if err != nil {
 		return s, err
 	}
@@ -442,7 +444,7 @@ func parseStat(b []byte) (PortStats, error) {
 		}
 		switch Attr(a.Type) {
 		case AttrPortIndex:
-			if s.Port, err = a.uint32(); err != nil {
+			if s.Port, err = a.Uint32(); err != nil {
 				return s, err
 			}
 		case attrStatHWCounters:
@@ -460,7 +462,7 @@ func parseStat(b []byte) (PortStats, error) {
 
 // encodeResAttrs encodes r's present attributes as the kernel lays out an
 // entry. For tests and fakes.
-func encodeResAttrs(e *encoder, r *ResAttrs) {
+func encodeResAttrs(e *netlink.Encoder, r *ResAttrs) {
 	u32 := []struct {
 		a Attr
 		v uint32
@@ -471,7 +473,7 @@ func encodeResAttrs(e *encoder, r *ResAttrs) {
 		{AttrMRN, r.MRN}, {AttrCMIDN, r.CMIDN}, {AttrCtxN, r.CtxN}, {AttrSRQN, r.SRQN}}
 	for _, f := range u32 {
 		if r.Has(f.a) {
-			e.uint32(uint16(f.a), f.v)
+			e.Uint32(uint16(f.a), f.v)
 		}
 	}
 	u8 := []struct {
@@ -481,7 +483,7 @@ func encodeResAttrs(e *encoder, r *ResAttrs) {
 		{AttrPollCtx, r.PollCtx}, {AttrDIM, r.DIM}}
 	for _, f := range u8 {
 		if r.Has(f.a) {
-			e.attr(uint16(f.a), []byte{f.v})
+			e.Attr(uint16(f.a), []byte{f.v})
 		}
 	}
 	u64 := []struct {
@@ -490,73 +492,73 @@ func encodeResAttrs(e *encoder, r *ResAttrs) {
 	}{{AttrUsers, r.Users}, {AttrIOVA, r.IOVA}, {AttrMRLen, r.MRLen}}
 	for _, f := range u64 {
 		if r.Has(f.a) {
-			e.attr(uint16(f.a), binary.NativeEndian.AppendUint64(nil, f.v))
+			e.Attr(uint16(f.a), binary.NativeEndian.AppendUint64(nil, f.v))
 		}
 	}
 	if r.Has(AttrKernName) {
-		e.string(uint16(AttrKernName), r.KernName)
+		e.String(uint16(AttrKernName), r.KernName)
 	}
 	if r.Has(AttrSrcAddr) {
-		e.attr(uint16(AttrSrcAddr), appendSockaddr(nil, r.SrcAddr))
+		e.Attr(uint16(AttrSrcAddr), appendSockaddr(nil, r.SrcAddr))
 	}
 	if r.Has(AttrDstAddr) {
-		e.attr(uint16(AttrDstAddr), appendSockaddr(nil, r.DstAddr))
+		e.Attr(uint16(AttrDstAddr), appendSockaddr(nil, r.DstAddr))
 	}
 }
 
 // nest appends a nested attribute whose content build writes.
-func (e *encoder) nest(typ Attr, build func(*encoder)) {
-	var inner encoder
-	build(&inner)
-	e.attr(uint16(typ), inner.b)
+func nest(e *netlink.Encoder, typ Attr, build func(*netlink.Encoder)) {
+	e.Begin(uint16(typ))
+	build(e)
+	e.End()
 }
 
 // EncodeRes encodes r as the payload of one resource dump message of
 // kind k, the way the kernel lays it out. For tests and fakes.
 func EncodeRes(k ResKind, r Res) []byte {
-	var e encoder
-	e.uint32(attrDevIndex, r.DevIndex)
-	e.string(attrDevName, r.DevName)
+	e := new(netlink.Encoder)
+	e.Uint32(attrDevIndex, r.DevIndex)
+	e.String(attrDevName, r.DevName)
 	t := resTables[k]
-	e.nest(t.table, func(e *encoder) {
+	nest(e, t.table, func(e *netlink.Encoder) {
 		for i := range r.Entries {
-			e.nest(t.entry, func(e *encoder) { encodeResAttrs(e, &r.Entries[i]) })
+			nest(e, t.entry, func(e *netlink.Encoder) { encodeResAttrs(e, &r.Entries[i]) })
 		}
 	})
-	return e.b
+	return e.Bytes()
 }
 
 // EncodeSummary encodes s as a RDMA_NLDEV_CMD_RES_GET reply payload.
 func EncodeSummary(s Summary) []byte {
-	var e encoder
-	e.uint32(attrDevIndex, s.DevIndex)
-	e.string(attrDevName, s.DevName)
-	e.nest(attrResSummary, func(e *encoder) {
+	e := new(netlink.Encoder)
+	e.Uint32(attrDevIndex, s.DevIndex)
+	e.String(attrDevName, s.DevName)
+	nest(e, attrResSummary, func(e *netlink.Encoder) {
 		for _, se := range s.Entries {
-			e.nest(attrResSummaryEntry, func(e *encoder) {
-				e.string(uint16(attrResSummaryName), se.Name)
-				e.attr(uint16(attrResSummaryCurr), binary.NativeEndian.AppendUint64(nil, se.Current))
+			nest(e, attrResSummaryEntry, func(e *netlink.Encoder) {
+				e.String(uint16(attrResSummaryName), se.Name)
+				e.Attr(uint16(attrResSummaryCurr), binary.NativeEndian.AppendUint64(nil, se.Current))
 			})
 		}
 	})
-	return e.b
+	return e.Bytes()
 }
 
 // EncodeStat encodes s as a RDMA_NLDEV_CMD_STAT_GET reply payload.
 func EncodeStat(s PortStats) []byte {
-	var e encoder
-	e.uint32(attrDevIndex, s.DevIndex)
-	e.string(attrDevName, s.DevName)
-	e.uint32(attrPortIndex, s.Port)
-	e.nest(attrStatHWCounters, func(e *encoder) {
+	e := new(netlink.Encoder)
+	e.Uint32(attrDevIndex, s.DevIndex)
+	e.String(attrDevName, s.DevName)
+	e.Uint32(attrPortIndex, s.Port)
+	nest(e, attrStatHWCounters, func(e *netlink.Encoder) {
 		for _, c := range s.Counters {
-			e.nest(attrStatHWCounterEntry, func(e *encoder) {
-				e.string(uint16(attrStatHWCounterName), c.Name)
-				e.attr(uint16(attrStatHWCounterValue), binary.NativeEndian.AppendUint64(nil, c.Value))
+			nest(e, attrStatHWCounterEntry, func(e *netlink.Encoder) {
+				e.String(uint16(attrStatHWCounterName), c.Name)
+				e.Attr(uint16(attrStatHWCounterValue), binary.NativeEndian.AppendUint64(nil, c.Value))
 			})
 		}
 	})
-	return e.b
+	return e.Bytes()
 }
 
 // SetAttr marks attribute a present, for building fakes' replies.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/purerdma/rdma/internal/netlink"
 )
 
 func TestResRequestBytes(t *testing.T) {
@@ -87,7 +88,7 @@ func TestParseCMIDAddrs(t *testing.T) {
 	dst := netip.MustParseAddrPort("[fd00:198:18::2]:55373")
 	line := new(attrList).u8(uint16(AttrState), 8).u32(uint16(AttrPS), 0x106).
 		raw(uint16(AttrSrcAddr), appendSockaddr(nil, src)).raw(uint16(AttrDstAddr), appendSockaddr(nil, dst)).bytes()
-	attrs, err := parseAttrs(line)
+	attrs, err := netlink.ParseAttrs(line)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestParseCMIDAddrs(t *testing.T) {
 	// An AF_IB address (27) is no address rdma prints: absent.
 	ib := make([]byte, 128)
 	ib[0] = 27
-	attrs, _ = parseAttrs(new(attrList).raw(uint16(AttrSrcAddr), ib).bytes())
+	attrs, _ = netlink.ParseAttrs(new(attrList).raw(uint16(AttrSrcAddr), ib).bytes())
 	if r, err := parseResLine(attrs); err != nil || r.Has(AttrSrcAddr) {
 		t.Errorf("AF_IB source: %+v, %v", r, err)
 	}

@@ -67,13 +67,7 @@ func emptyRootRun(cfg rootConfig, console *os.File) rootStatus {
 		}
 	}
 	unix.Sethostname([]byte("rxevm"))
-	nl, err := dialNetlink(unix.NETLINK_ROUTE)
-	if err != nil {
-		return fail(err)
-	}
-	err = setupNetwork(func(args ...string) error { return ipNetlink(nl, args) })
-	nl.Close()
-	if err != nil {
+	if err := setupNetwork(); err != nil {
 		return fail(err)
 	}
 	if err := setupRXE(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,20 +78,20 @@ func guestRun() guestStatus {
 	}
 	os.Setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 	unix.Sethostname([]byte("rxevm"))
-	if err := setupNetwork(ipCommand); err != nil {
+	if err := setupNetwork(); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
 	if err := setupRXE(); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
-	if err := setupSiw(ipCommand); err != nil {
+	if err := setupSiw(); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
 	if err := setupPmem(); err != nil {
 		return guestStatus{Error: err.Error()}
 	}
 	if gc.Link != nil { // the two-VM bed (peer.go)
-		if err := setupLink(gc.Link, ipCommand); err != nil {
+		if err := setupLink(gc.Link); err != nil {
 			return guestStatus{Error: err.Error()}
 		}
 		if gc.Env, err = installPeerCommand(gc.Env); err != nil {
@@ -144,28 +145,23 @@ func guestRun() guestStatus {
 	return st
 }
 
-func run(name string, args ...string) error {
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
 // setupNetwork builds veth0 (198.18.0.1) <-> veth1 (198.18.0.2) in the one
 // network namespace rxe supports on 6.1, and the routing that keeps
 // traffic between them on the veths instead of lo (see
-// docs/testing.md). ip runs one `ip` command line: iproute2 in the
-// normal VM, ipNetlink in the empty-root one.
-func setupNetwork(ip func(args ...string) error) error {
-	for _, c := range networkCommands {
-		if err := ip(c...); err != nil {
-			return err
-		}
+// docs/testing.md): rxeNetwork, over rtnetlink.
+func setupNetwork() error {
+	if err := applyNetwork(&rxeNetwork); err != nil {
+		return err
 	}
 	// The receiving veth would drop rxe's UDP from a local address as a
 	// martian.
-	for _, dev := range []string{"all", "default", "veth0", "veth1"} {
+	return noMartians("all", "default", "veth0", "veth1")
+}
+
+// noMartians lets devs accept packets from local addresses, without
+// reverse path filtering.
+func noMartians(devs ...string) error {
+	for _, dev := range devs {
 		for k, v := range map[string]string{"accept_local": "1", "rp_filter": "0"} {
 			p := "/proc/sys/net/ipv4/conf/" + dev + "/" + k
 			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
@@ -173,53 +169,52 @@ func setupNetwork(ip func(args ...string) error) error {
 			}
 		}
 	}
-	// Pinned neighbours: no cold ARP in the first address resolution.
-	for _, n := range [][3]string{{addr1, "veth1", "veth0"}, {addr0, "veth0", "veth1"}, {addr6_1, "veth1", "veth0"}, {addr6_0, "veth0", "veth1"}} {
-		mac, err := os.ReadFile("/sys/class/net/" + n[1] + "/address")
-		if err != nil {
-			return err
-		}
-		if err := ip("neigh", "replace", n[0], "lladdr", strings.TrimSpace(string(mac)), "dev", n[2], "nud", "permanent"); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
-// networkCommands are the `ip` command lines of setupNetwork.
-var networkCommands = [][]string{
-	{"link", "set", "lo", "up"},
-	{"link", "add", "veth0", "type", "veth", "peer", "name", "veth1"},
-	{"addr", "add", addr0 + "/24", "dev", "veth0"},
-	{"addr", "add", addr1 + "/24", "dev", "veth1"},
-	{"link", "set", "veth0", "up"},
-	{"link", "set", "veth1", "up"},
-	{"rule", "add", "pref", "100", "lookup", "local"},
-	{"rule", "del", "pref", "0"},
-	{"route", "add", addr1, "dev", "veth0", "src", addr0, "table", "101"},
-	{"route", "add", addr0, "dev", "veth1", "src", addr1, "table", "102"},
-	{"rule", "add", "pref", "10", "iif", "lo", "from", addr0, "to", addr1, "lookup", "101"},
-	{"rule", "add", "pref", "11", "iif", "lo", "from", addr1, "to", addr0, "lookup", "102"},
-	{"rule", "add", "pref", "12", "iif", "lo", "from", "0.0.0.0/32", "to", addr0, "lookup", "102"},
-	// IPv6: the same, without duplicate address detection (a tentative
-	// address cannot be bound). rdma_cm checks a request's route back
-	// with an IPv6 lookup that carries no input interface, so the veth
-	// routes match on addresses alone, and packets arriving on a veth
-	// for its own address are sent to the local table first.
-	{"-6", "addr", "add", addr6_0 + "/64", "dev", "veth0", "nodad"},
-	{"-6", "addr", "add", addr6_1 + "/64", "dev", "veth1", "nodad"},
-	{"-6", "rule", "add", "pref", "100", "lookup", "local"},
-	{"-6", "rule", "del", "pref", "0"},
-	{"-6", "route", "add", addr6_1, "dev", "veth0", "src", addr6_0, "table", "101"},
-	{"-6", "route", "add", addr6_0, "dev", "veth1", "src", addr6_1, "table", "102"},
-	{"-6", "rule", "add", "pref", "5", "iif", "veth1", "to", addr6_1, "lookup", "local"},
-	{"-6", "rule", "add", "pref", "6", "iif", "veth0", "to", addr6_0, "lookup", "local"},
-	{"-6", "rule", "add", "pref", "10", "from", addr6_0, "to", addr6_1, "lookup", "101"},
-	{"-6", "rule", "add", "pref", "11", "from", addr6_1, "to", addr6_0, "lookup", "102"},
+// rxeNetwork is the rxe pair's network. The local table moves after rules
+// sending each veth's address to the other out of its own veth. IPv6:
+// the same, without duplicate address detection (a tentative address
+// cannot be bound). rdma_cm checks a request's route back with an IPv6
+// lookup that carries no input interface, so the veth routes match on
+// addresses alone, and packets arriving on a veth for its own address are
+// sent to the local table first. Neighbours are pinned: no cold ARP in
+// the first address resolution.
+var rxeNetwork = network{
+	Veths: []veth{{"veth0", "veth1"}},
+	Links: []link{{Name: "lo", Up: true}, {Name: "veth0", Up: true}, {Name: "veth1", Up: true}},
+	Addrs: []addr{
+		{Dev: "veth0", Prefix: prefix(addr0 + "/24")},
+		{Dev: "veth1", Prefix: prefix(addr1 + "/24")},
+		{Dev: "veth0", Prefix: prefix(addr6_0 + "/64"), NoDAD: true},
+		{Dev: "veth1", Prefix: prefix(addr6_1 + "/64"), NoDAD: true},
+	},
+	Rules: []rule{
+		{Pref: 100, Table: unix.RT_TABLE_LOCAL},
+		{Pref: 0, Delete: true},
+		{Pref: 10, IIf: "lo", From: host(addr0), To: host(addr1), Table: 101},
+		{Pref: 11, IIf: "lo", From: host(addr1), To: host(addr0), Table: 102},
+		{Pref: 12, IIf: "lo", From: prefix("0.0.0.0/32"), To: host(addr0), Table: 102},
+		{IPv6: true, Pref: 100, Table: unix.RT_TABLE_LOCAL},
+		{IPv6: true, Pref: 0, Delete: true},
+		{IPv6: true, Pref: 5, IIf: "veth1", To: host(addr6_1), Table: unix.RT_TABLE_LOCAL},
+		{IPv6: true, Pref: 6, IIf: "veth0", To: host(addr6_0), Table: unix.RT_TABLE_LOCAL},
+		{IPv6: true, Pref: 10, From: host(addr6_0), To: host(addr6_1), Table: 101},
+		{IPv6: true, Pref: 11, From: host(addr6_1), To: host(addr6_0), Table: 102},
+	},
+	Routes: []route{
+		{Dst: host(addr1), Dev: "veth0", Src: netip.MustParseAddr(addr0), Table: 101},
+		{Dst: host(addr0), Dev: "veth1", Src: netip.MustParseAddr(addr1), Table: 102},
+		{Dst: host(addr6_1), Dev: "veth0", Src: netip.MustParseAddr(addr6_0), Table: 101},
+		{Dst: host(addr6_0), Dev: "veth1", Src: netip.MustParseAddr(addr6_1), Table: 102},
+	},
+	Neighs: []neigh{
+		{Addr: netip.MustParseAddr(addr1), Dev: "veth0", MACOf: "veth1"},
+		{Addr: netip.MustParseAddr(addr0), Dev: "veth1", MACOf: "veth0"},
+		{Addr: netip.MustParseAddr(addr6_1), Dev: "veth0", MACOf: "veth1"},
+		{Addr: netip.MustParseAddr(addr6_0), Dev: "veth1", MACOf: "veth0"},
+	},
 }
-
-// ipCommand runs iproute2's ip.
-func ipCommand(args ...string) error { return run("ip", args...) }
 
 // setupRXE adds rxe0 on veth0 and rxe1 on veth1 over RDMA netlink and
 // waits for both ports to be ACTIVE.
@@ -227,44 +222,35 @@ func setupRXE() error {
 	return addLinks("rxe", [][2]string{{"rxe0", "veth0"}, {"rxe1", "veth1"}})
 }
 
-// siwNetworkCommands build veth2 (siwAddr0) <-> veth3 (siwAddr1) with the
-// routing of the rxe pair (tables 103 and 104), IPv4 only.
-var siwNetworkCommands = [][]string{
-	{"link", "add", "veth2", "type", "veth", "peer", "name", "veth3"},
-	{"addr", "add", siwAddr0 + "/24", "dev", "veth2"},
-	{"addr", "add", siwAddr1 + "/24", "dev", "veth3"},
-	{"link", "set", "veth2", "up"},
-	{"link", "set", "veth3", "up"},
-	{"route", "add", siwAddr1, "dev", "veth2", "src", siwAddr0, "table", "103"},
-	{"route", "add", siwAddr0, "dev", "veth3", "src", siwAddr1, "table", "104"},
-	{"rule", "add", "pref", "13", "iif", "lo", "from", siwAddr0, "to", siwAddr1, "lookup", "103"},
-	{"rule", "add", "pref", "14", "iif", "lo", "from", siwAddr1, "to", siwAddr0, "lookup", "104"},
-	{"rule", "add", "pref", "15", "iif", "lo", "from", "0.0.0.0/32", "to", siwAddr0, "lookup", "104"},
+// siwNetwork is veth2 (siwAddr0) <-> veth3 (siwAddr1) with the routing
+// of the rxe pair (tables 103 and 104), IPv4 only.
+var siwNetwork = network{
+	Veths: []veth{{"veth2", "veth3"}},
+	Links: []link{{Name: "veth2", Up: true}, {Name: "veth3", Up: true}},
+	Addrs: []addr{{Dev: "veth2", Prefix: prefix(siwAddr0 + "/24")}, {Dev: "veth3", Prefix: prefix(siwAddr1 + "/24")}},
+	Rules: []rule{
+		{Pref: 13, IIf: "lo", From: host(siwAddr0), To: host(siwAddr1), Table: 103},
+		{Pref: 14, IIf: "lo", From: host(siwAddr1), To: host(siwAddr0), Table: 104},
+		{Pref: 15, IIf: "lo", From: prefix("0.0.0.0/32"), To: host(siwAddr0), Table: 104},
+	},
+	Routes: []route{
+		{Dst: host(siwAddr1), Dev: "veth2", Src: netip.MustParseAddr(siwAddr0), Table: 103},
+		{Dst: host(siwAddr0), Dev: "veth3", Src: netip.MustParseAddr(siwAddr1), Table: 104},
+	},
+	Neighs: []neigh{
+		{Addr: netip.MustParseAddr(siwAddr1), Dev: "veth2", MACOf: "veth3"},
+		{Addr: netip.MustParseAddr(siwAddr0), Dev: "veth3", MACOf: "veth2"},
+	},
 }
 
 // setupSiw builds the siw pair's network (after setupNetwork) and adds
 // siw0 on veth2 and siw1 on veth3.
-func setupSiw(ip func(args ...string) error) error {
-	for _, c := range siwNetworkCommands {
-		if err := ip(c...); err != nil {
-			return err
-		}
+func setupSiw() error {
+	if err := applyNetwork(&siwNetwork); err != nil {
+		return err
 	}
-	for _, dev := range []string{"veth2", "veth3"} {
-		for k, v := range map[string]string{"accept_local": "1", "rp_filter": "0"} {
-			if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+dev+"/"+k, []byte(v), 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	for _, n := range [][3]string{{siwAddr1, "veth3", "veth2"}, {siwAddr0, "veth2", "veth3"}} {
-		mac, err := os.ReadFile("/sys/class/net/" + n[1] + "/address")
-		if err != nil {
-			return err
-		}
-		if err := ip("neigh", "replace", n[0], "lladdr", strings.TrimSpace(string(mac)), "dev", n[2], "nud", "permanent"); err != nil {
-			return err
-		}
+	if err := noMartians("veth2", "veth3"); err != nil {
+		return err
 	}
 	return addLinks("siw", [][2]string{{"siw0", "veth2"}, {"siw1", "veth3"}})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,32 +27,16 @@ import (
 // devices by their MAC addresses, names them, gives them their MTU and
 // addresses, pins the other end's neighbours, adds linkDev on the data
 // link and checks that its active_mtu is wantActiveMTU.
-func setupLink(l *linkConfig, ip func(args ...string) error) error {
-	o := 1 - l.Side
-	for _, n := range []struct{ mac, name, addr string }{
-		{linkMACs[l.Side], linkNetdev, linkAddrs[l.Side]},
-		{mgmtMACs[l.Side], mgmtNetdev, mgmtAddrs[l.Side]},
-	} {
-		cur, err := netdevByMAC(n.mac)
-		if err != nil {
-			return err
-		}
-		cmds := [][]string{{"link", "set", "dev", cur, "name", n.name}}
-		if n.name == linkNetdev {
-			cmds = append(cmds, []string{"link", "set", "dev", n.name, "mtu", strconv.Itoa(linkMTU)})
-		}
-		cmds = append(cmds, []string{"addr", "add", n.addr + "/24", "dev", n.name}, []string{"link", "set", n.name, "up"})
-		for _, c := range cmds {
-			if err := ip(c...); err != nil {
-				return fmt.Errorf("bed link: %w", err)
-			}
-		}
-		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+n.name+"/rp_filter", []byte("0"), 0o644); err != nil {
-			return fmt.Errorf("bed link: %w", err)
-		}
+func setupLink(l *linkConfig) error {
+	n, err := bedNetwork(l.Side, netdevByMAC)
+	if err != nil {
+		return err
 	}
-	for _, n := range [][3]string{{linkAddrs[o], linkMACs[o], linkNetdev}, {mgmtAddrs[o], mgmtMACs[o], mgmtNetdev}} {
-		if err := ip("neigh", "replace", n[0], "lladdr", n[1], "dev", n[2], "nud", "permanent"); err != nil {
+	if err := applyNetwork(n); err != nil {
+		return fmt.Errorf("bed link: %w", err)
+	}
+	for _, dev := range []string{linkNetdev, mgmtNetdev} {
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+dev+"/rp_filter", []byte("0"), 0o644); err != nil {
 			return fmt.Errorf("bed link: %w", err)
 		}
 	}
@@ -66,6 +51,33 @@ func setupLink(l *linkConfig, ip func(args ...string) error) error {
 		return fmt.Errorf("bed link: %s on %s (MTU %d): active_mtu %d, want %d", linkDev, linkNetdev, linkMTU, mtu, wantActiveMTU)
 	}
 	return nil
+}
+
+// bedNetwork is side's end of the two-VM bed's links: the virtio-net
+// devices (found by byMAC) renamed, the data link's MTU, addresses, and
+// the other end's neighbours pinned.
+func bedNetwork(side int, byMAC func(mac string) (string, error)) (*network, error) {
+	o := 1 - side
+	n := &network{}
+	for _, d := range []struct {
+		mac, name, addr string
+		mtu             uint32
+	}{
+		{linkMACs[side], linkNetdev, linkAddrs[side], linkMTU},
+		{mgmtMACs[side], mgmtNetdev, mgmtAddrs[side], 0},
+	} {
+		cur, err := byMAC(d.mac)
+		if err != nil {
+			return nil, err
+		}
+		n.Links = append(n.Links, link{Name: cur, Rename: d.name, MTU: d.mtu, Up: true})
+		n.Addrs = append(n.Addrs, addr{Dev: d.name, Prefix: prefix(d.addr + "/24")})
+	}
+	n.Neighs = []neigh{
+		{Addr: netip.MustParseAddr(linkAddrs[o]), Dev: linkNetdev, MAC: linkMACs[o]},
+		{Addr: netip.MustParseAddr(mgmtAddrs[o]), Dev: mgmtNetdev, MAC: mgmtMACs[o]},
+	}
+	return n, nil
 }
 
 // netdevByMAC names the network device with hardware address mac.
