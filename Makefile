@@ -67,7 +67,7 @@ unit: deps examples
 # whose tests touch no device and no kernel interface (pure Go: rings,
 # codecs, statistics, fakes) ran there too and would only boot a VM to
 # run the same again.
-HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot cmd/purerdma/internal/cli cmd/purerdma/internal/devs cmd/purerdma/internal/devices cmd/purerdma/internal/riostream uverbs/internal/mlx5 cmd/rxevm testenv/vm uverbs/internal/siw uverbs/internal/rxe uverbs/internal/provider uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils internal/bench mmio rpma/examples/internal/common rpma/examples/internal/gpspm
+HOSTONLY := internal/layering internal/abi internal/cmd/genabi internal/cmd/genviews internal/cmd/racetests internal/cmd/modroot cmd/purerdma/internal/cli cmd/purerdma/internal/devs cmd/purerdma/internal/devices cmd/purerdma/internal/riostream cmd/purerdma/internal/progress uverbs/internal/mlx5 cmd/rxevm testenv/vm uverbs/internal/siw uverbs/internal/rxe uverbs/internal/provider uverbs/examples/rc-example rdmacm/examples/internal/clike internal/testutils internal/bench mmio rpma/examples/internal/common rpma/examples/internal/gpspm
 VMPKGS = $(shell $(GO) list ./... | grep -v $(foreach p,$(HOSTONLY),-e /$(p)))
 vmtest: deps examples
 	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$(KERNEL) $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec $(TESTFLAGS) $(VMPKGS)

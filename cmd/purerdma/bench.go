@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/progress"
 	"github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/spin"
 )
@@ -305,7 +306,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	stopProgress := newProgress(stderr).ticker(func(d time.Duration) string {
+	stopProgress := progress.New(stderr).Ticker(func(d time.Duration) string {
 		return fmt.Sprintf("bench %v: running for %v", cfg.test, d.Truncate(time.Second))
 	})
 	res, err := benchRun(ctx, &cfg)

@@ -122,6 +122,7 @@ import (
 	"github.com/purerdma/rdma/cmd/purerdma/internal/devinfo"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/link"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/ping"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/pingpong"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/rcopy"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/res"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/riostream"
@@ -139,8 +140,8 @@ func main() {
 
 // packaged are the commands in the shape every command is to take: a
 // package under internal/ exporting one cli.Command.
-var packaged = []cli.Command{devices.Command, devinfo.Command, link.Command, ping.Command, rcopy.Command, res.Command,
-	riostream.Command, rstream.Command, selftest.Command, stat.Command}
+var packaged = []cli.Command{devices.Command, devinfo.Command, link.Command, ping.Command, pingpong.Command, rcopy.Command,
+	res.Command, riostream.Command, rstream.Command, selftest.Command, stat.Command}
 
 // commands are purerdma's commands: the packaged ones and those still in
 // files of this package, which register themselves in init functions.

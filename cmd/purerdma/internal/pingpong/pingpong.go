@@ -1,4 +1,15 @@
-package main
+// Package pingpong is "purerdma pingpong": rdma-core's ibv_rc_pingpong,
+// ibv_uc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong
+// (libibverbs/examples) in Go: the same TCP exchange of
+// "LID:QPN:PSN:GID" addresses (port 18515 unless -p), the same queue
+// pairs, message sizes, iteration and completion logic, and the same
+// printed lines, so either end can be the C tool. Without HOST it is the
+// server and waits for one client.
+//
+// Left out are the C tools' options for features this library does not
+// have (on-demand paging, completion timestamps, device memory, the
+// ibv_wr_* send API, CoCo unprotected memory); they fail as unsupported.
+package pingpong
 
 import (
 	"context"
@@ -13,30 +24,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/progress"
 	"github.com/purerdma/rdma/spin"
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// pingpong is rdma-core's ibv_rc_pingpong, ibv_uc_pingpong,
-// ibv_ud_pingpong and ibv_srq_pingpong (libibverbs/examples) in Go: the
-// same TCP exchange of "LID:QPN:PSN:GID" addresses (port 18515 unless
-// -p), the same queue pairs, message sizes, iteration and completion
-// logic, and the same printed lines, so either end can be the C tool.
-// Without HOST it is the server and waits for one client.
-//
-// Left out are the C tools' options for features this library does not
-// have (on-demand paging, completion timestamps, device memory, the
-// ibv_wr_* send API, CoCo unprotected memory); they fail as unsupported.
-
-func init() {
-	register(command{
-		name: "pingpong",
-		usage: "  pingpong rc|uc|ud|srq [flags] [HOST]     exchange messages with ibv_{rc,uc,ud,srq}_pingpong, a server without HOST\n" +
-			"                                           flags: -d DEV -i IBPORT -g GIDIDX -s SIZE -n ITERS -r RXDEPTH -e -p TCPPORT\n" +
-			"                                           -m MTU -l SL -c, -q NUMQP (srq), -json; pingpong rc -h lists them\n",
-		help: ppHelp(ppRC),
-		run:  pingpongCmd,
-	})
+// Command is "purerdma pingpong".
+var Command = cli.Command{
+	Name: "pingpong",
+	Usage: "  pingpong rc|uc|ud|srq [flags] [HOST]     exchange messages with ibv_{rc,uc,ud,srq}_pingpong, a server without HOST\n" +
+		"                                           flags: -d DEV -i IBPORT -g GIDIDX -s SIZE -n ITERS -r RXDEPTH -e -p TCPPORT\n" +
+		"                                           -m MTU -l SL -c, -q NUMQP (srq), -json; pingpong rc -h lists them\n",
+	Help: ppHelp(ppRC),
+	Run:  pingpongCmd,
 }
 
 // ppKind is the example a run speaks as.
@@ -153,7 +155,7 @@ func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	return runPingpong(ctx, o, stdout, newProgress(stderr))
+	return runPingpong(ctx, o, stdout, progress.New(stderr))
 }
 
 // ppSummaryJSON is the summary "pingpong -json" prints.
@@ -176,7 +178,7 @@ type ppSummaryJSON struct {
 // checked.
 func parsePingpongArgs(args []string) (ppOptions, error) {
 	if len(args) == 0 {
-		return ppOptions{}, usageError("pingpong needs rc, uc, ud or srq")
+		return ppOptions{}, cli.UsageError("pingpong needs rc, uc, ud or srq")
 	}
 	o := ppOptions{tcpPort: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024, rxDepth: 500, iters: 1000, gidx: -1, numQP: 16}
 	switch args[0] {
@@ -191,7 +193,7 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 	case "-h", "-help", "--help", "help":
 		return o, errPPHelp
 	default:
-		return ppOptions{}, usageError("pingpong: unknown transport %q (rc, uc, ud or srq)", args[0])
+		return ppOptions{}, cli.UsageError("pingpong: unknown transport %q (rc, uc, ud or srq)", args[0])
 	}
 	name := "pingpong " + o.kind.String()
 	var opts []ppOpt
@@ -203,12 +205,12 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 	var operands []string
 	set := func(op ppOpt, val string) error {
 		if op.unsupported != "" {
-			return usageError("%s: -%c (%s) is not supported", name, op.short, op.unsupported)
+			return cli.UsageError("%s: -%c (%s) is not supported", name, op.short, op.unsupported)
 		}
 		num := func(lo, hi int64) (int, error) {
 			n, err := strconv.ParseInt(val, 0, 64)
 			if err != nil || n < lo || n > hi {
-				return 0, usageError("%s: -%c %q: want a number from %d to %d", name, op.short, val, lo, hi)
+				return 0, cli.UsageError("%s: -%c %q: want a number from %d to %d", name, op.short, val, lo, hi)
 			}
 			return int(n), nil
 		}
@@ -229,7 +231,7 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 			if n, err = num(256, 4096); err == nil {
 				o.mtu = ppMTU(n)
 				if o.mtu == 0 {
-					err = usageError("%s: -m %q: the MTU is 256, 512, 1024, 2048 or 4096", name, val)
+					err = cli.UsageError("%s: -m %q: the MTU is 256, 512, 1024, 2048 or 4096", name, val)
 				}
 			}
 		case 'q':
@@ -269,12 +271,12 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 			switch {
 			case op.hasArg && !hasVal:
 				if i+1 == len(rest) {
-					return o, usageError("%s: --%s needs a value", name, op.long)
+					return o, cli.UsageError("%s: --%s needs a value", name, op.long)
 				}
 				i++
 				val = rest[i]
 			case !op.hasArg && hasVal:
-				return o, usageError("%s: --%s takes no value", name, op.long)
+				return o, cli.UsageError("%s: --%s takes no value", name, op.long)
 			}
 			if err := set(op, val); err != nil {
 				return o, err
@@ -283,7 +285,7 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 			for j := 1; j < len(a); j++ {
 				op, ok := ppShortOpt(opts, a[j])
 				if !ok {
-					return o, usageError("%s: unknown option -%c", name, a[j])
+					return o, cli.UsageError("%s: unknown option -%c", name, a[j])
 				}
 				val := ""
 				if op.hasArg {
@@ -294,7 +296,7 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 						i++
 						val = rest[i]
 					default:
-						return o, usageError("%s: -%c needs a value", name, a[j])
+						return o, cli.UsageError("%s: -%c needs a value", name, a[j])
 					}
 					j = len(a)
 				}
@@ -311,10 +313,10 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 	case 1:
 		o.host = operands[0]
 	default:
-		return o, usageError("%s takes at most one host, got %q", name, operands)
+		return o, cli.UsageError("%s takes at most one host, got %q", name, operands)
 	}
 	if o.kind == ppSRQ && o.numQP > o.rxDepth {
-		return o, usageError("%s: rx_depth %d is too small for %d QPs -- must have at least one receive per QP", name, o.rxDepth, o.numQP)
+		return o, cli.UsageError("%s: rx_depth %d is too small for %d QPs -- must have at least one receive per QP", name, o.rxDepth, o.numQP)
 	}
 	return o, nil
 }
@@ -343,9 +345,9 @@ func ppLongOpt(opts []ppOpt, key, name string) (ppOpt, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return ppOpt{}, usageError("%s: unknown option --%s", name, key)
+		return ppOpt{}, cli.UsageError("%s: unknown option --%s", name, key)
 	}
-	return ppOpt{}, usageError("%s: option --%s is ambiguous", name, key)
+	return ppOpt{}, cli.UsageError("%s: option --%s is ambiguous", name, key)
 }
 
 // ppMTU is pp_mtu_to_enum: 0 for a size that is no MTU.
@@ -598,7 +600,7 @@ func (s *ppSession) qpIndex(wc *uverbs.WorkCompletion) (int, error) {
 	return 0, fmt.Errorf("pingpong: couldn't find QPN %06x", wc.QPNum)
 }
 
-func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer, prog *progress) (err error) {
+func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer, prog *progress.Line) (err error) {
 	text := stdout // the C tools' lines; -json prints only its summary
 	if o.json {
 		text = io.Discard
@@ -700,9 +702,9 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer, prog *progr
 	wc := make([]uverbs.WorkCompletion, nwc)
 	events := 0
 	pace := spin.New(ctx, spin.DefaultInterval)
-	defer prog.done()
+	defer prog.Done()
 	for !loop.done() {
-		prog.tick("pingpong %s: %d of %d sends, %d receives", o.kind, loop.scnt, o.iters, loop.rcnt)
+		prog.Tick("pingpong %s: %d of %d sends, %d receives", o.kind, loop.scnt, o.iters, loop.rcnt)
 		if o.events {
 			cq, err := s.ch.Wait(ctx)
 			if err != nil {
@@ -741,7 +743,7 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer, prog *progr
 		}
 	}
 	elapsed := time.Since(start)
-	prog.done()
+	prog.Done()
 	io.WriteString(text, ppSummary(o.size, o.iters, elapsed.Microseconds()))
 	invalid := 0
 	if o.host == "" && o.check {
@@ -760,7 +762,7 @@ func runPingpong(ctx context.Context, o ppOptions, stdout io.Writer, prog *progr
 		if o.host == "" {
 			res.Role = "server"
 		}
-		if err := writeJSON(stdout, res); err != nil {
+		if err := cli.WriteJSON(stdout, res); err != nil {
 			return err
 		}
 	}
@@ -819,10 +821,10 @@ func (s *ppSession) linger(ctx context.Context, loop *ppLoop, wc []uverbs.WorkCo
 // ppDevice is the device -d names, or the first one; the errors list
 // the devices that exist, or say how to add one.
 func ppDevice(name string) (uverbs.Device, error) {
-	if _, err := rdmaDevices(); err != nil {
+	if _, err := devs.All(); err != nil {
 		return uverbs.Device{}, fmt.Errorf("pingpong: %w", err)
 	}
-	d, err := findDevice(name)
+	d, err := devs.Find(name)
 	if err != nil {
 		// ibv_*_pingpong's words, then what exists.
 		return uverbs.Device{}, fmt.Errorf("pingpong: IB device %s not found: %w", name, err)

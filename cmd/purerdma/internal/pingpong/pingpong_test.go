@@ -1,4 +1,4 @@
-package main
+package pingpong
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -407,7 +408,7 @@ func TestParsePingpongArgsErrors(t *testing.T) {
 			t.Errorf("parsePingpongArgs(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
 			continue
 		}
-		if !errors.Is(err, errUsage) {
+		if !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("parsePingpongArgs(%q) = %v, want a usage error", tt.args, err)
 		}
 	}
@@ -681,5 +682,17 @@ func TestPPMTU(t *testing.T) {
 		1024: uverbs.MTU1024, 2048: uverbs.MTU2048, 4096: uverbs.MTU4096, 8192: 0}
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("ppMTU (-want +got):\n%s", diff)
+	}
+}
+
+func TestPingpongJSONFlag(t *testing.T) {
+	for _, args := range [][]string{{"rc", "-json"}, {"ud", "--json", "host"}, {"srq", "--js"}} {
+		o, err := parsePingpongArgs(args)
+		if err != nil || !o.json {
+			t.Errorf("parsePingpongArgs(%q) = json %v, %v; want -json set", args, o.json, err)
+		}
+	}
+	if o, err := parsePingpongArgs([]string{"rc", "-c"}); err != nil || o.json {
+		t.Errorf("pingpong rc -c: json %v, %v", o.json, err)
 	}
 }

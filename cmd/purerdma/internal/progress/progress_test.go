@@ -1,4 +1,4 @@
-package main
+package progress
 
 import (
 	"bytes"
@@ -28,16 +28,16 @@ func TestProgressNotOnPipes(t *testing.T) {
 			t.Errorf("%T is taken for a terminal", out)
 		}
 	}
-	p := newProgress(w)
+	p := New(w)
 	if p != nil {
-		t.Fatalf("newProgress(a pipe) = %v, want nil", p)
+		t.Fatalf("New(a pipe) = %v, want nil", p)
 	}
 	for range 1000 {
-		p.tick("x %d", 1)
+		p.Tick("x %d", 1)
 	}
-	p.update("y")
-	p.ticker(func(time.Duration) string { return "z" })()
-	p.done()
+	p.Update("y")
+	p.Ticker(func(time.Duration) string { return "z" })()
+	p.Done()
 	w.Close()
 	var got bytes.Buffer
 	got.ReadFrom(r)
@@ -50,25 +50,25 @@ func TestProgressNotOnPipes(t *testing.T) {
 // rate limited, erased at the end.
 func TestProgressLine(t *testing.T) {
 	var b bytes.Buffer
-	p := &progress{w: &b}
-	p.update("pingpong rc: %d of %d", 1, 10)
-	p.update("pingpong rc: %d of %d", 2, 10) // too soon: not shown
+	p := &Line{w: &b}
+	p.Update("pingpong rc: %d of %d", 1, 10)
+	p.Update("pingpong rc: %d of %d", 2, 10) // too soon: not shown
 	for range 63 {
-		p.tick("tick")
+		p.Tick("tick")
 	}
 	if want := "\rpingpong rc: 1 of 10\x1b[K"; b.String() != want {
 		t.Errorf("line = %q, want %q", b.String(), want)
 	}
-	p.done()
+	p.Done()
 	if !strings.HasSuffix(b.String(), "\r\x1b[K") {
 		t.Errorf("done did not erase the line: %q", b.String())
 	}
 	b.Reset()
-	p.done()
+	p.Done()
 	if b.Len() != 0 {
 		t.Errorf("a second done wrote %q", b.String())
 	}
-	stop := p.ticker(func(d time.Duration) string { return "bench write_lat: running" })
+	stop := p.Ticker(func(d time.Duration) string { return "bench write_lat: running" })
 	deadline := time.Now().Add(10 * time.Second) // generous: only "does not hang"
 	for !strings.Contains(readLocked(p, &b), "running") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -79,20 +79,8 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-func readLocked(p *progress, b *bytes.Buffer) string {
+func readLocked(p *Line, b *bytes.Buffer) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return b.String()
-}
-
-func TestPingpongJSONFlag(t *testing.T) {
-	for _, args := range [][]string{{"rc", "-json"}, {"ud", "--json", "host"}, {"srq", "--js"}} {
-		o, err := parsePingpongArgs(args)
-		if err != nil || !o.json {
-			t.Errorf("parsePingpongArgs(%q) = json %v, %v; want -json set", args, o.json, err)
-		}
-	}
-	if o, err := parsePingpongArgs([]string{"rc", "-c"}); err != nil || o.json {
-		t.Errorf("pingpong rc -c: json %v, %v", o.json, err)
-	}
 }
