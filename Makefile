@@ -167,16 +167,19 @@ soak: deps
 	done
 
 # The two-VM bed (rxevm -peer, docs/testing.md "The two-VM bed"): its own
-# tests, one VM per kernel, 6.1 beside 6.12 and 6.12 beside 6.1 (not part
-# of make test yet); then a peer VM that hangs and then crashes under
-# rxevm-peer, in a bed of its own.
+# tests and the cross-host suites (purerdma pingpong and ping against
+# themselves and rdma-core's tools, one end on each VM; built only with
+# the tag purerdma_peer), one VM per kernel, 6.1 beside 6.12 and 6.12
+# beside 6.1 (not part of make test); then a peer VM that hangs and then
+# crashes under rxevm-peer, in a bed of its own.
 .PHONY: vmtest-peer
 PEERPAIRS ?= 6.1:6.12 6.12:6.1
+PEERPKGS  := ./testenv/vm ./cmd/purerdma
 vmtest-peer: deps
 	@set -e; for pair in $(PEERPAIRS); do \
 	  echo "== $${pair%%:*} beside $${pair##*:}"; \
-	  PURERDMA_KERNEL=$${pair%%:*} PURERDMA_PEER_KERNEL=$${pair##*:} $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec \
-	    -run '^TestPeer' $(TESTFLAGS) ./testenv/vm; \
+	  PURERDMA_KERNEL=$${pair%%:*} PURERDMA_PEER_KERNEL=$${pair##*:} $(GO) test -count=1 -p 1 -tags purerdma_peer \
+	    -exec $(CURDIR)/scripts/vmexec -run '^TestPeer' $(TESTFLAGS) $(PEERPKGS); \
 	done
 	PURERDMA_KERNEL=6.1 PURERDMA_PEER_KERNEL=6.12 $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec \
 	  -run '^TestBedPeerFailures$$' $(TESTFLAGS) ./testenv/vm
