@@ -51,6 +51,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v testdata/)); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags purerdma_peer ./cmd/purerdma
 	CGO_ENABLED=0 $(GO) build ./...
 	@for f in scripts/* .ci/run; do bash -n "$$f" || exit 1; done
 	$(GO) test -count=1 ./internal/layering
