@@ -192,7 +192,7 @@ func (id *ID) setupEP(ctx context.Context, ai *AddrInfo, qp *QPOptions) error {
 		if qp != nil {
 			t := *qp
 			id.mu.Lock()
-			id.template = &t
+			id.ep.template = &t
 			id.mu.Unlock()
 		}
 		return nil

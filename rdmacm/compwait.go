@@ -57,7 +57,7 @@ type compWait struct {
 // by a drain) and wakes its blocking completion calls.
 func (id *ID) markDisconnected() {
 	id.disconnected.Store(true)
-	if l := id.comp.latch.Load(); l != nil {
+	if l := id.ep.comp.latch.Load(); l != nil {
 		l.Set() // after Close: does nothing
 	}
 }
@@ -66,14 +66,14 @@ func (id *ID) markDisconnected() {
 // ErrClosed. The ID is closed already, so none is made afterwards.
 func (id *ID) closeCompWaits() error {
 	id.mu.Lock()
-	sets := []*evfd.Set{id.comp.send.set, id.comp.recv.set}
-	id.comp.send.set, id.comp.recv.set = nil, nil
-	id.comp.send.ch, id.comp.recv.ch = nil, nil
-	for _, w := range id.comp.chans {
+	sets := []*evfd.Set{id.ep.comp.send.set, id.ep.comp.recv.set}
+	id.ep.comp.send.set, id.ep.comp.recv.set = nil, nil
+	id.ep.comp.send.ch, id.ep.comp.recv.ch = nil, nil
+	for _, w := range id.ep.comp.chans {
 		sets = append(sets, w.set)
 		w.set, w.ch = nil, nil
 	}
-	id.comp.chans = nil
+	id.ep.comp.chans = nil
 	id.mu.Unlock()
 	var errs []error
 	for _, s := range sets {
@@ -81,7 +81,7 @@ func (id *ID) closeCompWaits() error {
 			errs = append(errs, s.Close())
 		}
 	}
-	if l := id.comp.latch.Swap(nil); l != nil {
+	if l := id.ep.comp.latch.Swap(nil); l != nil {
 		errs = append(errs, l.Close())
 	}
 	return errors.Join(errs...)
@@ -167,13 +167,13 @@ func (id *ID) WaitCompChannel(ctx context.Context, ch *uverbs.CompChannel) (*uve
 		return nil, opError(op, id.handle, fmt.Errorf("nil completion channel: %w", errInvalid))
 	}
 	id.mu.Lock()
-	w := id.comp.chans[ch]
+	w := id.ep.comp.chans[ch]
 	if w == nil {
-		if id.comp.chans == nil {
-			id.comp.chans = make(map[*uverbs.CompChannel]*compWait)
+		if id.ep.comp.chans == nil {
+			id.ep.comp.chans = make(map[*uverbs.CompChannel]*compWait)
 		}
 		w = new(compWait)
-		id.comp.chans[ch] = w
+		id.ep.comp.chans[ch] = w
 	}
 	id.mu.Unlock()
 	if !w.busy.CompareAndSwap(false, true) {
@@ -188,7 +188,7 @@ func (id *ID) WaitCompChannel(ctx context.Context, ch *uverbs.CompChannel) (*uve
 		if id.disconnected.Load() {
 			// Marked before the latch existed: set it now, so that the
 			// Set reports it together with the channel's state.
-			if l := id.comp.latch.Load(); l != nil {
+			if l := id.ep.comp.latch.Load(); l != nil {
 				l.Set()
 			}
 		}
@@ -285,13 +285,13 @@ func (id *ID) compSet(w *compWait, ch *uverbs.CompChannel) (*evfd.Set, *EventCha
 		w.set.Close() // of a QP DestroyQP destroyed: its channel is gone
 		w.set, w.ch = nil, nil
 	}
-	latch := id.comp.latch.Load()
+	latch := id.ep.comp.latch.Load()
 	if latch == nil {
 		var err error
 		if latch, err = evfd.NewLatch(); err != nil {
 			return nil, nil, err
 		}
-		id.comp.latch.Store(latch)
+		id.ep.comp.latch.Store(latch)
 	}
 	set, err := evfd.NewSet("rdmacm completion wait")
 	if err != nil {

@@ -12,18 +12,7 @@ import (
 )
 
 // This file maps the device the kernel bound an ID to onto a uverbs
-// device, and keeps the uverbs contexts this package opens itself.
-//
-// The choice: a QP, CQ or MR of an ID may live on any uverbs.Context of
-// the ID's device. The kernel ties an rdma_cm ID to a device, not to a
-// uverbs file, so the caller may pass a PD of its own Context to
-// CreateQP; that Context is the caller's to close. For callers that do
-// not want to open one, ID.Context (and CreateQP with a nil PD) share
-// one Context per device inside this package: it is opened on first
-// use, each ID that used it holds a reference until it is closed, and
-// the Context closes when the last of them goes, destroying whatever was
-// still open on it. Objects that must outlive the IDs belong on a
-// Context the caller opened.
+// device (the Contexts this package opens itself are in contexts.go).
 
 // deviceKey is how the kernel names an ID's device: the node GUID and,
 // from Linux 5.3, the device index.
@@ -99,101 +88,6 @@ func deviceNameByIndex(index uint32) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no RDMA device has index %d", index)
-}
-
-// limits are the device attributes Connect and Accept need.
-type limits struct {
-	maxInitiatorDepth     uint8 // max_qp_init_rd_atom
-	maxResponderResources uint8 // max_qp_rd_atom
-}
-
-// shared is a Context this package opened, with a default PD.
-type shared struct {
-	ctx  *uverbs.Context
-	pd   *uverbs.PD
-	refs int
-}
-
-var devices struct {
-	mu     sync.Mutex
-	shared map[string]*shared
-	limits map[uverbs.GUID]limits
-}
-
-// acquireShared returns the shared Context of dev, opening it on first
-// use. Each call takes a reference that releaseShared gives back.
-func acquireShared(dev uverbs.Device) (*shared, error) {
-	devices.mu.Lock()
-	defer devices.mu.Unlock()
-	if s := devices.shared[dev.Name]; s != nil {
-		s.refs++
-		return s, nil
-	}
-	ctx, err := dev.Open(nil)
-	if err != nil {
-		return nil, err
-	}
-	pd, err := ctx.AllocPD()
-	if err != nil {
-		ctx.Close()
-		return nil, err
-	}
-	s := &shared{ctx: ctx, pd: pd, refs: 1}
-	if devices.shared == nil {
-		devices.shared = map[string]*shared{}
-	}
-	devices.shared[dev.Name] = s
-	return s, nil
-}
-
-// releaseShared drops a reference; the last one closes the Context and
-// everything still open on it.
-func releaseShared(dev string, s *shared) error {
-	devices.mu.Lock()
-	defer devices.mu.Unlock()
-	s.refs--
-	if s.refs > 0 {
-		return nil
-	}
-	if devices.shared[dev] == s {
-		delete(devices.shared, dev)
-	}
-	return s.ctx.Close() // destroys the default PD too
-}
-
-// deviceLimits returns the read/atomic limits of dev, querying the
-// device once per process.
-func deviceLimits(dev uverbs.Device) (limits, error) {
-	devices.mu.Lock()
-	l, ok := devices.limits[dev.NodeGUID]
-	s := devices.shared[dev.Name]
-	devices.mu.Unlock()
-	if ok {
-		return l, nil
-	}
-	var attr uverbs.DeviceAttr
-	var err error
-	if s != nil {
-		attr, err = s.ctx.QueryDevice()
-	} else {
-		var ctx *uverbs.Context
-		if ctx, err = dev.Open(nil); err == nil {
-			attr, err = ctx.QueryDevice()
-			ctx.Close()
-		}
-	}
-	if err != nil {
-		return limits{}, err
-	}
-	l = limits{maxInitiatorDepth: uint8(min(attr.MaxQPInitRdAtom, 255)),
-		maxResponderResources: uint8(min(attr.MaxQPRdAtom, 255))}
-	devices.mu.Lock()
-	if devices.limits == nil {
-		devices.limits = map[uverbs.GUID]limits{}
-	}
-	devices.limits[dev.NodeGUID] = l
-	devices.mu.Unlock()
-	return l, nil
 }
 
 // bindDevice records the device and port QUERY_ADDR reported, the first

@@ -89,38 +89,33 @@ type ID struct {
 	disconnected  atomic.Bool // DISCONNECTED arrived: GetSendComp and GetRecvComp end with ErrDisconnected
 	ackTimeoutSet atomic.Bool // SetAckTimeout succeeded: ConnParam.AckTimeout does not replace it
 
-	mu       sync.Mutex
-	dev      *uverbs.Device // the device the kernel bound it to; nil until then
-	port     int
-	sh       *shared            // the shared Context, once used
-	parent   *ID                // the listener of a connection-request ID
-	kept     map[string]*shared // listener: its connections' shared Contexts, held until it closes
+	mu     sync.Mutex
+	dev    *uverbs.Device // the device the kernel bound it to; nil until then
+	port   int
+	parent *ID // the listener of a connection-request ID
+
+	// The QP the ID drives through the connection's states: CreateQP's
+	// or AttachQP's.
 	qp       *uverbs.QP
 	qpPD     *uverbs.PD
 	qpSRQ    bool
-	qpOwned  bool          // CreateQP made the QP (false: AttachQP's, the caller's)
 	qpAccess uverbs.Access // AttachQP's access rights added to the CM's at INIT
-	sendCQ   *uverbs.CQ
-	recvCQ   *uverbs.CQ
-	sendCh   *uverbs.CompChannel // the channels of the CQs CreateQP made
-	recvCh   *uverbs.CompChannel
-	owned    []closer // CQs and channels CreateQP made, closed with the QP
-	srq      *uverbs.SRQ
-	srqPD    *uverbs.PD
+
 	initDep  uint8 // initiator depth and responder resources: the
 	respRes  uint8 // peer's (from its request) or ours (from Connect)
 	mcasts   map[netip.Addr]*membership
-	template *QPOptions // CreateEP's QP for the requests of a listener
-	reported uint32     // DESTROY_ID's count
+	reported uint32 // DESTROY_ID's count
 
 	events eventCount
-	comp   compWaits // GetSendComp's and GetRecvComp's waits
 
-	inlineMu sync.Mutex
-	inline   []byte // PostSendInline's copy of the data
+	// What the ID owns besides (librdmacm's endpoint: CreateQP's CQs,
+	// CreateSRQ's SRQ, the short forms' state; endpoint.go) and the
+	// references it holds on the package's shared Contexts
+	// (contexts.go). Both are guarded by mu, but for what their types
+	// guard themselves.
+	ep   endpoint
+	refs contextRefs
 }
-
-type closer interface{ Close() error }
 
 // CreateID creates an ID in port space ps on ch (rdma_create_id). With
 // ch nil the ID gets a private event channel of its own, closed with it.
@@ -255,61 +250,6 @@ func (id *ID) device(op string) (uverbs.Device, error) {
 	}
 	return uverbs.Device{}, opError(op, id.handle, fmt.Errorf(
 		"the ID is bound to no device yet (resolve an address, bind to a device's address, or take the ID from a connect request): %w", errInvalid))
-}
-
-// Context returns the package's shared uverbs.Context of the ID's
-// device, opening it on first use; the ID holds it open until the ID
-// is closed, and the Context closes when no ID holds it any more (see
-// the package documentation). The caller must not close it.
-func (id *ID) Context() (*uverbs.Context, error) {
-	s, err := id.shared("context")
-	if err != nil {
-		return nil, err
-	}
-	return s.ctx, nil
-}
-
-func (id *ID) shared(op string) (*shared, error) {
-	if err := id.alive(op); err != nil {
-		return nil, err
-	}
-	dev, err := id.device(op)
-	if err != nil {
-		return nil, err
-	}
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	if id.sh == nil {
-		s, err := acquireShared(dev)
-		if err != nil {
-			return nil, opError(op, id.handle, err)
-		}
-		id.sh = s
-		if id.parent != nil {
-			id.parent.keep(dev)
-		}
-	}
-	return id.sh, nil
-}
-
-// keep makes a listener hold the shared Context its connections use, so
-// a server that handles one connection at a time does not open and
-// close the device for each (librdmacm keeps devices open for the
-// process's life).
-func (l *ID) keep(dev uverbs.Device) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed.Load() || l.kept[dev.Name] != nil {
-		return
-	}
-	s, err := acquireShared(dev)
-	if err != nil {
-		return // the connection has its own reference; nothing is lost
-	}
-	if l.kept == nil {
-		l.kept = map[string]*shared{}
-	}
-	l.kept[dev.Name] = s
 }
 
 // queryAddr learns the ID's device from the kernel.
@@ -598,7 +538,7 @@ func (id *ID) resources(op string, p *ConnParam, reqInit, reqResp uint8) (initDe
 	if err != nil {
 		return 0, 0, err
 	}
-	l, err := deviceLimits(dev)
+	l, err := contexts.deviceLimits(dev)
 	if err != nil {
 		return 0, 0, opError(op, id.handle, err)
 	}
@@ -916,18 +856,10 @@ func (id *ID) Close() error {
 		mcByUID.Delete(m.uid)
 	}
 	id.mcasts = nil
-	sh, dev, own, kept := id.sh, id.dev, id.own, id.kept
-	id.sh, id.kept = nil, nil
+	refs, dev, own := id.refs.take(), id.dev, id.own
 	id.mu.Unlock()
-	if sh != nil {
-		if err := releaseShared(dev.Name, sh); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for name, s := range kept {
-		if err := releaseShared(name, s); err != nil {
-			errs = append(errs, err)
-		}
+	if err := refs.release(dev); err != nil {
+		errs = append(errs, err)
 	}
 	if own != nil {
 		own.closed.Store(true)
@@ -969,7 +901,7 @@ func (l *ID) newChild(ch *EventChannel, h uint32, ev *Event) (*ID, error) {
 			return err
 		}
 		l.mu.Lock()
-		tmpl := l.template
+		tmpl := l.ep.template
 		l.mu.Unlock()
 		if tmpl != nil {
 			if _, err := child.CreateQP(tmpl.PD, tmpl.Config); err != nil {

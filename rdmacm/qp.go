@@ -8,135 +8,6 @@ import (
 	"github.com/purerdma/rdma/uverbs"
 )
 
-// QPOptions are the QP CreateEP creates: for an active endpoint at once,
-// for a passive one on each connection request.
-type QPOptions struct {
-	// PD is where the QP is created; nil means the default PD of the
-	// shared Context of the ID's device.
-	PD *uverbs.PD
-	// Config describes the QP as for ID.CreateQP.
-	Config uverbs.QPConfig
-}
-
-// CreateQP creates the ID's QP on pd and moves it to INIT with the
-// attributes the kernel gives for the ID (rdma_create_qp): for a UD QP
-// on to RTS, ready to send to the UDParam of an event. The ID must be
-// bound to a device (after ADDR_RESOLVED or ROUTE_RESOLVED, a bind to a
-// device address, or from CONNECT_REQUEST).
-//
-// pd may belong to any uverbs.Context of the ID's device; nil means the
-// default PD of the shared Context (see ID.Context). cfg.Type may be
-// left zero: it must be the ID's QPType. A nil SendCQ or RecvCQ is
-// created by the ID with a completion channel, sized by cfg.Cap, for
-// GetSendComp and GetRecvComp. cfg.SRQ makes the QP take its receives
-// from a shared receive queue; without one, the ID's SRQ from CreateSRQ,
-// if any, is used (and its PD, when pd is nil).
-//
-// The ID owns the QP and the CQs it created: Close (or DestroyQP)
-// destroys them; do not Close them yourself. Connect, Accept, the
-// events and Disconnect move the QP through its states as librdmacm
-// does.
-func (id *ID) CreateQP(pd *uverbs.PD, cfg uverbs.QPConfig) (*uverbs.QP, error) {
-	const op = "create QP"
-	if err := id.alive(op); err != nil {
-		return nil, err
-	}
-	dev, err := id.device(op)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Type == 0 {
-		cfg.Type = id.qpType
-	}
-	if cfg.Type != id.qpType {
-		return nil, opError(op, id.handle, fmt.Errorf("a %v QP on a %v ID (port space %v): %w", cfg.Type, id.qpType, id.ps, errInvalid))
-	}
-	if id.hasQP() {
-		return nil, opError(op, id.handle, fmt.Errorf("the ID has a QP already: %w", errInvalid))
-	}
-	id.mu.Lock()
-	if cfg.SRQ == nil && id.srq != nil {
-		cfg.SRQ = id.srq
-		if pd == nil {
-			pd = id.srqPD
-		}
-	}
-	id.mu.Unlock()
-	if pd == nil {
-		s, err := id.shared(op)
-		if err != nil {
-			return nil, err
-		}
-		pd = s.pd
-	} else if name := pd.Context().Device().Name; name != dev.Name {
-		return nil, opError(op, id.handle, fmt.Errorf("the PD is on %s, the ID on %s: %w", name, dev.Name, errInvalid))
-	}
-	var owned []closer
-	undo := func() {
-		for i := len(owned) - 1; i >= 0; i-- {
-			owned[i].Close()
-		}
-	}
-	newCQ := func(size uint32) (*uverbs.CQ, *uverbs.CompChannel, error) {
-		c := pd.Context()
-		ch, err := c.CreateCompChannel()
-		if err != nil {
-			return nil, nil, err
-		}
-		owned = append(owned, ch)
-		cq, err := c.CreateCQ(uverbs.CQConfig{Size: int(max(size, 1)), Channel: ch})
-		if err != nil {
-			return nil, nil, err
-		}
-		owned = append(owned, cq)
-		return cq, ch, nil
-	}
-	var sendCh, recvCh *uverbs.CompChannel
-	if cfg.SendCQ == nil {
-		if cfg.SendCQ, sendCh, err = newCQ(cfg.Cap.MaxSendWR); err != nil {
-			undo()
-			return nil, opError(op, id.handle, err)
-		}
-	}
-	if cfg.RecvCQ == nil {
-		if cfg.RecvCQ, recvCh, err = newCQ(cfg.Cap.MaxRecvWR); err != nil {
-			undo()
-			return nil, opError(op, id.handle, err)
-		}
-	}
-	qp, err := pd.CreateQP(cfg)
-	if err != nil {
-		undo()
-		return nil, opError(op, id.handle, err)
-	}
-	if err := id.initQP(qp, 0); err != nil {
-		qp.Close()
-		undo()
-		return nil, opError(op, id.handle, err)
-	}
-	id.mu.Lock()
-	if id.qp != nil || id.closed.Load() { // lost a race with another CreateQP or Close
-		id.mu.Unlock()
-		qp.Close()
-		undo()
-		return nil, opError(op, id.handle, fmt.Errorf("the ID has a QP already or is closed: %w", errInvalid))
-	}
-	id.qp, id.qpPD, id.qpSRQ, id.qpOwned, id.qpAccess = qp, pd, cfg.SRQ != nil, true, 0
-	id.sendCQ, id.recvCQ, id.owned = cfg.SendCQ, cfg.RecvCQ, owned
-	id.sendCh, id.recvCh = sendCh, recvCh
-	mcs := make([]*membership, 0, len(id.mcasts))
-	for _, m := range id.mcasts {
-		mcs = append(mcs, m)
-	}
-	id.mu.Unlock()
-	for _, m := range mcs { // groups joined before the QP existed
-		if err := m.attach(); err != nil {
-			return qp, opError(op, id.handle, err)
-		}
-	}
-	return qp, nil
-}
-
 // AttachQP gives the ID a QP that the caller created and keeps owning:
 // the ID drives its states as it does CreateQP's (INIT now, with the
 // attributes the kernel gives for the ID; RTR and RTS at Accept or at
@@ -185,7 +56,7 @@ func (id *ID) AttachQP(qp *uverbs.QP, addAccess uverbs.Access) error {
 		id.mu.Unlock()
 		return opError(op, id.handle, fmt.Errorf("the ID has a QP already or is closed: %w", errInvalid))
 	}
-	id.qp, id.qpPD, id.qpSRQ, id.qpOwned, id.qpAccess = qp, qp.PD(), qp.SRQ() != nil, false, addAccess
+	id.qp, id.qpPD, id.qpSRQ, id.ep.qpOwned, id.qpAccess = qp, qp.PD(), qp.SRQ() != nil, false, addAccess
 	mcs := make([]*membership, 0, len(id.mcasts))
 	for _, m := range id.mcasts {
 		mcs = append(mcs, m)
@@ -211,13 +82,6 @@ func (id *ID) PD() *uverbs.PD {
 	id.mu.Lock()
 	defer id.mu.Unlock()
 	return id.qpPD
-}
-
-// CQs are the send and receive CQs of the ID's QP.
-func (id *ID) CQs() (send, recv *uverbs.CQ) {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	return id.sendCQ, id.recvCQ
 }
 
 func (id *ID) hasQP() bool { return id.QP() != nil }
@@ -247,19 +111,17 @@ func (id *ID) destroyQP() error {
 		}
 	}
 	id.mu.Lock()
-	qp, owned, mine := id.qp, id.owned, id.qpOwned
-	id.qp, id.qpPD, id.sendCQ, id.recvCQ, id.owned = nil, nil, nil, nil, nil
-	id.sendCh, id.recvCh, id.qpOwned, id.qpAccess = nil, nil, false, 0
+	qp := id.qp
+	id.qp, id.qpPD, id.qpAccess = nil, nil, 0
+	mine, owned := id.ep.takeQP()
 	id.mu.Unlock()
 	if qp != nil && mine {
 		if err := qp.Close(); err != nil && !errors.Is(err, uverbs.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
-	for i := len(owned) - 1; i >= 0; i-- {
-		if err := owned[i].Close(); err != nil && !errors.Is(err, uverbs.ErrClosed) {
-			errs = append(errs, err)
-		}
+	if err := closeOwned(owned); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -431,77 +293,4 @@ func (id *ID) qpShutdown() error {
 		return qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateSQD}, uverbs.QPAttrState)
 	}
 	return qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
-}
-
-// CreateSRQ creates a shared receive queue for the ID on pd
-// (rdma_create_srq): the QP CreateQP makes afterwards takes its receives
-// from it, and PostRecv posts to it. pd nil means the default PD of the
-// shared Context. The ID owns the SRQ: Close (or DestroySRQ) destroys it
-// after the QP.
-func (id *ID) CreateSRQ(pd *uverbs.PD, cfg uverbs.SRQConfig) (*uverbs.SRQ, error) {
-	const op = "create SRQ"
-	if err := id.alive(op); err != nil {
-		return nil, err
-	}
-	dev, err := id.device(op)
-	if err != nil {
-		return nil, err
-	}
-	if pd == nil {
-		s, err := id.shared(op)
-		if err != nil {
-			return nil, err
-		}
-		pd = s.pd
-	} else if name := pd.Context().Device().Name; name != dev.Name {
-		return nil, opError(op, id.handle, fmt.Errorf("the PD is on %s, the ID on %s: %w", name, dev.Name, errInvalid))
-	}
-	srq, err := pd.CreateSRQ(cfg)
-	if err != nil {
-		return nil, opError(op, id.handle, err)
-	}
-	id.mu.Lock()
-	if id.srq != nil || id.closed.Load() {
-		id.mu.Unlock()
-		srq.Close()
-		return nil, opError(op, id.handle, fmt.Errorf("the ID has an SRQ already or is closed: %w", errInvalid))
-	}
-	id.srq, id.srqPD = srq, pd
-	id.mu.Unlock()
-	return srq, nil
-}
-
-// SRQ is the SRQ CreateSRQ made, nil before.
-func (id *ID) SRQ() *uverbs.SRQ {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	return id.srq
-}
-
-// DestroySRQ destroys the ID's SRQ (rdma_destroy_srq); destroy the QP
-// that uses it first.
-func (id *ID) DestroySRQ() error {
-	if err := id.alive("destroy SRQ"); err != nil {
-		return err
-	}
-	return id.destroySRQ()
-}
-
-func (id *ID) destroySRQ() error {
-	id.mu.Lock()
-	srq := id.srq
-	id.srq, id.srqPD = nil, nil
-	id.mu.Unlock()
-	if srq == nil {
-		return nil
-	}
-	if err := srq.Close(); err != nil && !errors.Is(err, uverbs.ErrClosed) {
-		id.mu.Lock()
-		if id.srq == nil { // still in use: keep it for a later try
-			id.srq = srq
-		}
-		id.mu.Unlock()
-		return opError("destroy SRQ", id.handle, err)
-	}
-	return nil
 }

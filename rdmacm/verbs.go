@@ -23,7 +23,7 @@ func (id *ID) verbsPD(op string) (*uverbs.PD, error) {
 		return pd, nil
 	}
 	id.mu.Lock()
-	pd := id.srqPD
+	pd := id.ep.srqPD
 	id.mu.Unlock()
 	if pd != nil {
 		return pd, nil
@@ -186,15 +186,15 @@ func (id *ID) PostSendInline(wrID uint64, data []byte, flags uverbs.SendFlags) e
 	if max := qp.Cap().MaxInlineData; len(data) > int(max) {
 		return opError(op, id.handle, fmt.Errorf("%d bytes, the QP takes %d inline: %w", len(data), max, errInvalid))
 	}
-	id.inlineMu.Lock()
-	defer id.inlineMu.Unlock()
+	id.ep.inlineMu.Lock()
+	defer id.ep.inlineMu.Unlock()
 	// A heap buffer of the ID's: its address stays put while the send
 	// queue copies from it, which the caller's slice (perhaps on a
 	// goroutine stack) does not promise.
-	if cap(id.inline) < len(data) {
-		id.inline = make([]byte, qp.Cap().MaxInlineData)
+	if cap(id.ep.inline) < len(data) {
+		id.ep.inline = make([]byte, qp.Cap().MaxInlineData)
 	}
-	buf := id.inline[:len(data)]
+	buf := id.ep.inline[:len(data)]
 	copy(buf, data)
 	var sgl []uverbs.SGE
 	if len(buf) > 0 {
@@ -266,9 +266,9 @@ func rdmaWR(wrID uint64, op uverbs.WROpcode, flags uverbs.SendFlags, r Remote) *
 // same CQ.
 func (id *ID) GetSendComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
-	cq, ch := id.sendCQ, id.sendCh
+	cq, ch := id.ep.sendCQ, id.ep.sendCh
 	id.mu.Unlock()
-	return id.getComp(ctx, "get send completion", &id.comp.send, cq, ch)
+	return id.getComp(ctx, "get send completion", &id.ep.comp.send, cq, ch)
 }
 
 // GetRecvComp waits for the next completion of the ID's receive CQ
@@ -276,7 +276,7 @@ func (id *ID) GetSendComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 // leaves without a message ends with an error matching ErrDisconnected.
 func (id *ID) GetRecvComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
-	cq, ch := id.recvCQ, id.recvCh
+	cq, ch := id.ep.recvCQ, id.ep.recvCh
 	id.mu.Unlock()
-	return id.getComp(ctx, "get receive completion", &id.comp.recv, cq, ch)
+	return id.getComp(ctx, "get receive completion", &id.ep.comp.recv, cq, ch)
 }
