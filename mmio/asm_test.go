@@ -32,6 +32,8 @@ var wantInstructions = map[string]map[string][]byte{
 		"WriteBarrier": sfence,
 		"ReadBarrier":  lfence,
 		"copy64":       sfence,
+		"doorbell":     sfence,
+		"recordCopy64": sfence,
 	},
 	"arm64": {
 		"WriteBarrier":  arm64Barrier(true, 14),  // DSB ST
@@ -39,8 +41,14 @@ var wantInstructions = map[string]map[string][]byte{
 		"storeUint32BE": arm64Barrier(false, 3),  // DMB OSH
 		"storeUint64BE": arm64Barrier(false, 2),  // DMB OSHST
 		"copy64":        arm64Barrier(true, 14),  // DSB ST
+		"doorbell":      arm64Barrier(true, 14),  // DSB ST
+		"recordCopy64":  arm64Barrier(true, 14),  // DSB ST
 	},
 }
+
+// wantCount is how many times a function holds its barrier when that
+// is more than once: the fused sequences have two write barriers.
+var wantCount = map[string]int{"doorbell": 2, "recordCopy64": 2}
 
 // TestBarrierInstructions reads the assembly functions' machine code
 // and checks each holds the barrier doc.go names, so a barrier cannot be
@@ -59,6 +67,8 @@ func TestBarrierInstructions(t *testing.T) {
 		{"storeUint32BE", storeUint32BE},
 		{"storeUint64BE", storeUint64BE},
 		{"copy64", copy64},
+		{"doorbell", doorbell},
+		{"recordCopy64", recordCopy64},
 	} {
 		ins, ok := want[tt.name]
 		if !ok {
@@ -71,6 +81,9 @@ func TestBarrierInstructions(t *testing.T) {
 			}
 			if !bytes.Contains(b, ins) {
 				t.Errorf("%s (% x) does not contain % x", tt.name, b, ins)
+			}
+			if n, want := bytes.Count(b, ins), wantCount[tt.name]; n < want {
+				t.Errorf("%s (% x) holds % x %d times, not %d", tt.name, b, ins, n, want)
 			}
 		})
 	}

@@ -49,6 +49,42 @@ TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
 	SFENCE
 	RET
 
+// func doorbell(rec unsafe.Pointer, v uint32, reg unsafe.Pointer, w uint64)
+// storeUint32BE, WriteBarrier, storeUint64BE, WriteBarrier.
+TEXT ·doorbell(SB), NOSPLIT|NOFRAME, $0-32
+	MOVQ	rec+0(FP), AX
+	MOVL	v+8(FP), BX
+	MOVQ	reg+16(FP), CX
+	MOVQ	w+24(FP), DX
+	BSWAPL	BX
+	MOVL	BX, (AX)
+	SFENCE
+	BSWAPQ	DX
+	MOVQ	DX, (CX)
+	SFENCE
+	RET
+
+// func recordCopy64(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer)
+// storeUint32BE, WriteBarrier, copy64 (which ends with SFENCE).
+TEXT ·recordCopy64(SB), NOSPLIT|NOFRAME, $0-32
+	MOVQ	rec+0(FP), AX
+	MOVL	v+8(FP), BX
+	MOVQ	dst+16(FP), DI
+	MOVQ	src+24(FP), SI
+	BSWAPL	BX
+	MOVL	BX, (AX)
+	SFENCE
+	MOVUPS	0(SI), X0
+	MOVUPS	16(SI), X1
+	MOVUPS	32(SI), X2
+	MOVUPS	48(SI), X3
+	MOVAPS	X0, 0(DI)
+	MOVAPS	X1, 16(DI)
+	MOVAPS	X2, 32(DI)
+	MOVAPS	X3, 48(DI)
+	SFENCE
+	RET
+
 // func flushLines(p unsafe.Pointer, n uintptr)
 // CLFLUSH is in every x86-64 CPU; MFENCE orders the flushes before
 // later stores and loads (CLFLUSH is not ordered against other

@@ -37,6 +37,8 @@ func be64(v uint64) uint64 {
 	return binary.NativeEndian.Uint64(b[:])
 }
 
+func loadUint32BE(p unsafe.Pointer) uint32 { return be32(atomic.LoadUint32((*uint32)(p))) }
+
 func storeUint32BE(p unsafe.Pointer, v uint32) { atomic.StoreUint32((*uint32)(p), be32(v)) }
 
 func storeUint64BE(p unsafe.Pointer, v uint64) { atomic.StoreUint64((*uint64)(p), be64(v)) }
@@ -47,6 +49,19 @@ func copy64(dst, src unsafe.Pointer) {
 		atomic.StoreUint64((*uint64)(unsafe.Add(dst, i)), binary.NativeEndian.Uint64(s[i:]))
 	}
 	WriteBarrier()
+}
+
+func doorbell(rec unsafe.Pointer, v uint32, reg unsafe.Pointer, w uint64) {
+	storeUint32BE(rec, v)
+	WriteBarrier()
+	storeUint64BE(reg, w)
+	WriteBarrier()
+}
+
+func recordCopy64(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer) {
+	storeUint32BE(rec, v)
+	WriteBarrier()
+	copy64(dst, src)
 }
 
 // flushLines has no cache-line clean instruction to use here; the

@@ -66,6 +66,20 @@
 //     from write-back memory are already in order; LFENCE also orders
 //     weakly ordered loads from write-combining memory). arm64: DMB LD
 //     (full system), a superset of rdma-core's DMB OSHLD.
+//   - Doorbell(rec, v, reg, w) and RecordCopy64(rec, v, dst, src): the
+//     sequences StoreUint32BE, WriteBarrier, StoreUint64BE, WriteBarrier
+//     and StoreUint32BE, WriteBarrier, Copy64, each one assembly call
+//     with the same instructions (Go does not inline assembly; a call
+//     each costs a provider's post several instructions). rec, reg and
+//     dst are pointers from At; RecordCopy64 refuses a dst that is not
+//     64-byte aligned before storing anything. StoreUint32BEAt is
+//     StoreUint32BE through such a pointer.
+//   - LoadUint32BE(b, off) and AcquireBarrier(): an acquire load of a
+//     device's flag word in ordinary memory, then what makes the loads
+//     after it see what the device wrote before the flag. amd64:
+//     AcquireBarrier is nothing (loads from write-back memory are in
+//     order and the atomic load holds the compiler; Linux's dma_rmb is
+//     a compiler barrier there); elsewhere it is ReadBarrier.
 //
 // Used the way rdma-core's mlx5 provider does: write the work queue
 // entry, StoreUint32BE the doorbell record, WriteBarrier, then Copy64

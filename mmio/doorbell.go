@@ -13,6 +13,10 @@ import "unsafe"
 // before the counter is.
 func StoreUint32BE(b []byte, off int, v uint32) { storeUint32BE(ptr(b, off, 4), v) }
 
+// StoreUint32BEAt is StoreUint32BE at p, a pointer At made (bounds
+// checked once, where the pointer is made, not at every store).
+func StoreUint32BEAt(p *uint32, v uint32) { storeUint32BE(unsafe.Pointer(p), v) }
+
 // StoreUint64BE stores v in big-endian byte order at b[off], which must
 // be 8-byte aligned, as one 8-byte store: never split, never merged with
 // neighbouring stores by the compiler, and never a read-modify-write, so
@@ -42,5 +46,28 @@ func Copy64(dst []byte, src *[64]byte) bool {
 		return false
 	}
 	copy64(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(src))
+	return true
+}
+
+// Doorbell stores v big-endian at rec as StoreUint32BE does, then a
+// WriteBarrier, then w big-endian at reg as StoreUint64BE does, then a
+// WriteBarrier: the same instructions in one call instead of four. It is
+// the doorbell record and then the doorbell register of a device that
+// learns of new work from both (mlx5's send queue). rec and reg come
+// from At, which checks their bounds.
+func Doorbell(rec *uint32, v uint32, reg *uint64, w uint64) {
+	doorbell(unsafe.Pointer(rec), v, unsafe.Pointer(reg), w)
+}
+
+// RecordCopy64 stores v big-endian at rec as StoreUint32BE does, then a
+// WriteBarrier, then copies src to dst as Copy64 does: the same
+// instructions in one call instead of three, the doorbell record and
+// then a BlueFlame copy. When dst is not 64-byte aligned it stores
+// nothing, not even the record, and returns false.
+func RecordCopy64(rec *uint32, v uint32, dst, src *[64]byte) bool {
+	if uintptr(unsafe.Pointer(dst))%64 != 0 {
+		return false
+	}
+	recordCopy64(unsafe.Pointer(rec), v, unsafe.Pointer(dst), unsafe.Pointer(src))
 	return true
 }

@@ -16,6 +16,12 @@ func ptr(b []byte, off, n int) unsafe.Pointer {
 // LoadUint32 atomically loads the 4-byte aligned word at b[off] (acquire).
 func LoadUint32(b []byte, off int) uint32 { return atomic.LoadUint32((*uint32)(ptr(b, off, 4))) }
 
+// LoadUint32BE atomically loads the 4-byte aligned word at b[off]
+// (acquire), read in big-endian byte order: a device's flag word. To
+// read what a DMA-coherent device wrote before the word, call
+// AcquireBarrier after it.
+func LoadUint32BE(b []byte, off int) uint32 { return loadUint32BE(ptr(b, off, 4)) }
+
 // StoreUint32 atomically stores v at b[off] (release).
 func StoreUint32(b []byte, off int, v uint32) { atomic.StoreUint32((*uint32)(ptr(b, off, 4)), v) }
 

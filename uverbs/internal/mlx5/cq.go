@@ -149,7 +149,8 @@ type CQ struct {
 	cqeSize int
 	cqn     uint32
 	dbrec   *[DBRecSize]byte
-	uar     []byte // the UAR page (CQDoorbell+8 bytes at least), nil: cannot arm
+	ciRec   *uint32 // the doorbell record's consumer index word, for updateCIDev
+	uar     []byte  // the UAR page (CQDoorbell+8 bytes at least), nil: cannot arm
 	w       Writer
 	ci      uint32 // consumer index, libmlx5's cons_index
 	// cqes views buf as 64-byte halves, index masked to the ring: CQE n
@@ -195,7 +196,7 @@ func NewCQ(c CQConfig) (*CQ, error) {
 	}
 	_, dev := c.Writer.(Device)
 	return &CQ{cqes: cqes, half: half, dev: dev, buf: c.Buf[:s.NCQE*s.CQESize], ncqe: uint32(s.NCQE), cqeSize: s.CQESize, cqn: c.CQN,
-		dbrec: (*[DBRecSize]byte)(c.DBRec), uar: c.UAR, w: c.Writer}, nil
+		dbrec: (*[DBRecSize]byte)(c.DBRec), ciRec: mmio.At[uint32](c.DBRec, CQSetCIDBR), uar: c.UAR, w: c.Writer}, nil
 }
 
 // ConsumerIndex is the count of CQEs consumed (24 bits reach the device).
@@ -230,14 +231,20 @@ func (q *CQ) Poll(c *CQE) (got, ok bool) {
 // update_cons_index), telling the device the CQEs before it are free.
 func (q *CQ) UpdateCI() {
 	if q.dev {
-		mmio.StoreUint32BE(q.dbrec[:], CQSetCIDBR, q.ci&0xffffff)
+		q.updateCIDev()
 		return
 	}
 	q.updateCIWriter()
 }
 
-// updateCIWriter is UpdateCI through the Writer (tests), apart so that
-// UpdateCI is small enough to be inlined.
+// updateCIDev is UpdateCI on the device, which a caller that tests dev
+// itself inlines.
+func (q *CQ) updateCIDev() { mmio.StoreUint32BEAt(q.ciRec, q.ci&0xffffff) }
+
+// updateCIWriter is UpdateCI through the Writer (tests), apart (and not
+// inlined into it) so that UpdateCI is small enough to be inlined.
+//
+//go:noinline
 func (q *CQ) updateCIWriter() { q.w.StoreUint32BE(q.dbrec[:], CQSetCIDBR, q.ci&0xffffff) }
 
 // Arm requests a completion event for the next CQE (solicited false) or
@@ -413,8 +420,8 @@ func reqCompletion(b *[CQESize]byte) (wcOpcode, wcFlags uint8, byteLen uint32) {
 
 // peek returns the CQE at the consumer index (the last 64 bytes of its
 // slot) if software owns it (cq.c get_sw_cqe), nil if not. The caller
-// issues readBarrier before reading more than its op_own byte; Next
-// consumes it.
+// issues fromDevice (or readBarrier) before reading more than its op_own
+// byte; Next consumes it.
 func (q *CQ) peek() *[CQESize]byte {
 	n := q.ci
 	b := q.cqes.Slot(n<<(q.half&31) | q.half) // &31: no shift-width test

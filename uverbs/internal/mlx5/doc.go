@@ -59,7 +59,11 @@
 // from RoCEAV or IBAV), Data per gather entry or Inline, then Finish(wr_id);
 // after the list, SQ.Ring. A failing segment call leaves the work request
 // unfinished: Abort it (or Begin again); nothing reaches the device until
-// Ring. post_recv: RQ.Begin / Data / Finish(wr_id) per request, then
+// Ring. The common requests are also built whole in one call (PutPlain,
+// PutAtomic, PutInline, then Ring), and a single plain or atomic one
+// with nothing pending is built and rung at once when SQ.RingNow says so
+// (PutPlainRing, PutAtomicRing: Ring's order, without Ring). post_recv:
+// RQ.Begin / Data / Finish(wr_id) per request, then
 // RQ.Ring; the same on an SRQ.
 //
 // poll_cq: CQ.Poll(&cqe) until it reports no CQE, then CQ.UpdateCI. For

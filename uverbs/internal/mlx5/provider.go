@@ -273,7 +273,7 @@ func (q *provCQ) Poll(wc []provider.WC) int {
 	n := 0
 	ci := cq.ConsumerIndex()
 	for {
-		readBarrier()
+		fromDevice(b)
 		// A requester's success in the plain format (opcode 0, no
 		// compression bits): read in place, without decoding a CQE.
 		if b[63]&0xfc == CQEReq<<4 {
@@ -301,7 +301,11 @@ func (q *provCQ) Poll(wc []provider.WC) int {
 	// The doorbell record only when CQEs were consumed (undecodable and
 	// stray ones included): an empty poll writes nothing.
 	if cq.ConsumerIndex() != ci {
-		cq.UpdateCI()
+		if cq.dev {
+			cq.updateCIDev()
+		} else {
+			cq.UpdateCI()
+		}
 	}
 	return n
 }
@@ -573,6 +577,13 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 			qp.Type != provider.QPTypeUD && len(wr.SGL) <= int(qp.Cap.MaxSendSGE) && len(wr.SGL) <= sq.maxGS &&
 			(!plainOps[o].rcOnly || qp.Type == provider.QPTypeRC) {
 			p := &plainOps[o]
+			if sq.RingNow() {
+				// Built and rung in one call, without Ring.
+				if sq.PutPlainRing(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr) != nil {
+					return provider.PostFailed(0, wr.WRID, provider.ErrSendQueueFull)
+				}
+				return nil
+			}
 			if sq.PutPlain(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr) != nil {
 				err = provider.ErrSendQueueFull
 			}
@@ -598,6 +609,13 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 			op := uint8(OpAtomicCS)
 			if wr.Opcode == provider.WRAtomicFetchAndAdd {
 				op = OpAtomicFA
+			}
+			if sq.RingNow() {
+				// Built and rung in one call, without Ring.
+				if sq.PutAtomicRing(op, sendFM(wr.Flags), wr) != nil {
+					return provider.PostFailed(0, wr.WRID, provider.ErrSendQueueFull)
+				}
+				return nil
 			}
 			if sq.PutAtomic(op, sendFM(wr.Flags), wr) != nil {
 				err = provider.ErrSendQueueFull

@@ -30,6 +30,7 @@ type SQ struct {
 	maxGS     int
 	maxInline int
 	dbrec     *[DBRecSize]byte
+	sndRec    *uint32 // the doorbell record's send word, for Ring's mmio calls
 	bf        *BlueFlame
 	bfDS      int // the largest WQE, in 16-byte units, Ring copies to the BlueFlame buffer; 0: none
 	w         Writer
@@ -40,7 +41,12 @@ type SQ struct {
 	// blocks views buf as 64-byte blocks the same way, for Ring's
 	// BlueFlame copy.
 	blocks mmio.Ring[[SendWQEBB]byte]
-	dev    bool
+	// wqes views buf as 64-byte blocks of four segments, for the
+	// builders: a WQE's first block (ctrl, remote address or atomic, the
+	// first data segments) never wraps, so its segments are one Slot and
+	// a masked index.
+	wqes mmio.Ring[[SendWQEBB / SegSize][SegSize]byte]
+	dev  bool
 
 	// SignalAll makes every work request signaled (sq_sig_all at create).
 	SignalAll bool
@@ -120,12 +126,16 @@ func NewSQ(c SQConfig) (*SQ, error) {
 	if err != nil {
 		return nil, invalid("send queue ring: %v", err)
 	}
+	wqes, err := mmio.NewRing[[SendWQEBB / SegSize][SegSize]byte](c.Buf[:s.WQECnt*SendWQEBB], uint64(s.WQECnt), SendWQEBB)
+	if err != nil {
+		return nil, invalid("send queue ring: %v", err)
+	}
 	_, dev := c.Writer.(Device)
 	return &SQ{
-		segs: segs, blocks: blocks, dev: dev,
+		segs: segs, blocks: blocks, wqes: wqes, dev: dev,
 		buf: c.Buf[:s.WQECnt*SendWQEBB], mask: uint32(s.WQECnt - 1), qpn: c.QPN & 0xffffff, qpType: c.Type,
 		maxPost: uint32(s.MaxPost), maxGS: s.MaxGS, maxInline: s.MaxInline,
-		dbrec: (*[DBRecSize]byte)(c.DBRec), bf: c.BlueFlame, bfDS: bfDS(c.BlueFlame), w: c.Writer,
+		dbrec: (*[DBRecSize]byte)(c.DBRec), sndRec: mmio.At[uint32](c.DBRec, SndDBR), bf: c.BlueFlame, bfDS: bfDS(c.BlueFlame), w: c.Writer,
 		wrid: make([]uint64, s.WQECnt), wqeHead: make([]uint32, s.WQECnt), inlHdr: -1,
 	}, nil
 }
@@ -207,6 +217,26 @@ func (q *SQ) Begin(opcode, fmCeSe uint8, imm uint32) error {
 // checked the opcode for the QP type and that len(wr.SGL) is at most the
 // queue's MaxGS. It returns ErrBusy when the queue is full.
 func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR) error {
+	return q.putPlain(opcode, fmCeSe, imm, hasRAddr, wr, false)
+}
+
+// PutPlainRing is PutPlain followed by Ring in one call, for a post of
+// the one work request wr when RingNow says so: it rings the doorbell as
+// Ring would (the doorbell record, a write barrier, the first 8 bytes of
+// the ctrl segment to the BlueFlame register, a write barrier, the
+// BlueFlame half toggled) straight from the builder, without what
+// PutPlain records for Ring.
+func (q *SQ) PutPlainRing(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR) error {
+	return q.putPlain(opcode, fmCeSe, imm, hasRAddr, wr, true)
+}
+
+// RingNow says whether a work request may be rung as it is built
+// (PutPlainRing): on the device, without PreferBF (so Ring would not
+// copy it to the BlueFlame buffer) and with nothing pending.
+func (q *SQ) RingNow() bool { return q.dev && !q.PreferBF && q.pending == 0 }
+
+// putPlain is PutPlain, and with ring PutPlainRing.
+func (q *SQ) putPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, ring bool) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
@@ -215,9 +245,10 @@ func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provi
 	}
 	cur := q.curPost
 	i := cur * (SendWQEBB / SegSize)
+	wqe := q.wqes.Slot(cur)
 	ds := uint32(1)
 	if hasRAddr {
-		PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
+		PutRAddr(wqe[1][:], wr.RemoteAddr, wr.RKey)
 		ds++
 	}
 	for k := range wr.SGL {
@@ -225,10 +256,27 @@ func (q *SQ) PutPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provi
 		if s.Length == 0 {
 			continue // counted, no segment (as Data)
 		}
-		PutData(q.segs.Slot(i + ds)[:], s.Length, s.LKey, s.Addr)
+		if ds < SendWQEBB/SegSize {
+			PutData(wqe[ds&(SendWQEBB/SegSize-1)][:], s.Length, s.LKey, s.Addr)
+		} else {
+			PutData(q.segs.Slot(i + ds)[:], s.Length, s.LKey, s.Addr)
+		}
 		ds++
 	}
-	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	PutCtrl(wqe[0][:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	if ring {
+		// done, and Ring's doorbell for this request alone.
+		idx := cur & q.mask
+		q.wrid[idx] = wr.WRID
+		q.wqeHead[idx] = q.head
+		q.head++
+		q.curPost = cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
+		q.building = false
+		bf := q.bf
+		mmio.Doorbell(q.sndRec, q.curPost&0xffff, mmio.At[uint64](bf.reg, bf.offset), be.Uint64(wqe[0][:]))
+		bf.offset ^= bf.half
+		return nil
+	}
 	q.done(cur, ds, wr.WRID, false)
 	return nil
 }
@@ -254,6 +302,17 @@ func (q *SQ) done(cur, ds uint32, wrID uint64, inline bool) {
 // local buffer wr.SGL[0]. The caller has made CheckSend's checks. It
 // returns ErrBusy when the queue is full.
 func (q *SQ) PutAtomic(opcode, fmCeSe uint8, wr *provider.SendWR) error {
+	return q.putAtomic(opcode, fmCeSe, wr, false)
+}
+
+// PutAtomicRing is PutAtomic followed by Ring in one call, as
+// PutPlainRing is PutPlain's (when RingNow says so).
+func (q *SQ) PutAtomicRing(opcode, fmCeSe uint8, wr *provider.SendWR) error {
+	return q.putAtomic(opcode, fmCeSe, wr, true)
+}
+
+// putAtomic is PutAtomic, and with ring PutAtomicRing.
+func (q *SQ) putAtomic(opcode, fmCeSe uint8, wr *provider.SendWR, ring bool) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
@@ -266,12 +325,25 @@ func (q *SQ) PutAtomic(opcode, fmCeSe uint8, wr *provider.SendWR) error {
 	}
 	sge := &wr.SGL[0]
 	cur := q.curPost
-	i := cur * (SendWQEBB / SegSize)
-	PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
-	PutAtomic(q.segs.Slot(i + 2)[:], swapAdd, compare)
-	PutData(q.segs.Slot(i + 3)[:], AtomicSize, sge.LKey, sge.Addr)
+	wqe := q.wqes.Slot(cur)
+	PutRAddr(wqe[1][:], wr.RemoteAddr, wr.RKey)
+	PutAtomic(wqe[2][:], swapAdd, compare)
+	PutData(wqe[3][:], AtomicSize, sge.LKey, sge.Addr)
 	const ds = 4
-	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, ds, fmCeSe, 0)
+	PutCtrl(wqe[0][:], opcode, 0, uint16(cur), q.qpn, ds, fmCeSe, 0)
+	if ring {
+		// done, and Ring's doorbell for this request alone (putPlain).
+		idx := cur & q.mask
+		q.wrid[idx] = wr.WRID
+		q.wqeHead[idx] = q.head
+		q.head++
+		q.curPost = cur + 1
+		q.building = false
+		bf := q.bf
+		mmio.Doorbell(q.sndRec, q.curPost&0xffff, mmio.At[uint64](bf.reg, bf.offset), be.Uint64(wqe[0][:]))
+		bf.offset ^= bf.half
+		return nil
+	}
 	q.done(cur, ds, wr.WRID, false)
 	return nil
 }
@@ -308,14 +380,14 @@ func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 	if q.SignalAll {
 		fmCeSe |= CtrlCQUpdate
 	}
-	i := cur * (SendWQEBB / SegSize)
+	wqe := q.wqes.Slot(cur)
 	if hasRAddr {
-		PutRAddr(q.segs.Slot(i + 1)[:], wr.RemoteAddr, wr.RKey)
+		PutRAddr(wqe[1][:], wr.RemoteAddr, wr.RKey)
 	}
 	if total > 0 {
 		ds += uint32(total+4+SegSize-1) / SegSize // InlineDS
 	}
-	PutCtrl(q.segs.Slot(i)[:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
+	PutCtrl(wqe[0][:], opcode, 0, uint16(cur), q.qpn, uint8(ds), fmCeSe, imm)
 	if total > 0 {
 		dst := q.buf[hdr : hdr+4+total]
 		PutInlineHeader(dst, uint32(total))
@@ -533,30 +605,49 @@ func (q *SQ) Ring() {
 		return
 	}
 	// On the device: qp.c post_send_db's order, without the Writer's
-	// indirect calls.
+	// indirect calls, and with the doorbell record's store and its
+	// barrier in the same mmio call as what follows them.
 	bf := q.bf
-	mmio.StoreUint32BE(q.dbrec[:], SndDBR, q.curPost&0xffff)
-	mmio.WriteBarrier()
-	// A BlueFlame copy ends with the write barrier that flushes it
-	// (Copy64's); the doorbell store needs one of its own.
-	copied := false
+	rec := q.curPost & 0xffff
 	if q.bfCopy() {
 		// The usual sizes without copyBFDev's frame: one block, or two
-		// (an inline RDMA write of more than 12 bytes).
-		switch k, n := uint32(q.lastStart)/SendWQEBB, uint32(q.lastDS+3)/4; n {
-		case 1:
-			copied = mmio.Copy64(bf.reg[bf.offset:], q.blocks.Slot(k))
-		case 2:
-			dst := bf.reg[bf.offset:]
-			copied = mmio.Copy64(dst, q.blocks.Slot(k)) && mmio.Copy64(dst[SendWQEBB:], q.blocks.Slot(k+1))
-		default:
-			copied = q.copyBFDev(k, n)
+		// (an inline RDMA write of more than 12 bytes). A BlueFlame copy
+		// ends with the write barrier that flushes it (Copy64's).
+		k, n := uint32(q.lastStart)/SendWQEBB, uint32(q.lastDS+3)/4
+		if n <= 2 && mmio.RecordCopy64(q.sndRec, rec, mmio.At[[SendWQEBB]byte](bf.reg, bf.offset), q.blocks.Slot(k)) {
+			if n == 1 || mmio.Copy64(bf.reg[bf.offset+SendWQEBB:], q.blocks.Slot(k+1)) {
+				bf.offset ^= bf.half
+				q.pending = 0
+				return
+			}
+			q.ringDoorbellOnly()
+			return
 		}
+		if n > 2 {
+			mmio.StoreUint32BE(q.dbrec[:], SndDBR, rec)
+			mmio.WriteBarrier()
+			if !q.copyBFDev(k, n) {
+				q.ringDoorbellOnly()
+				return
+			}
+			bf.offset ^= bf.half
+			q.pending = 0
+			return
+		}
+		// A register RecordCopy64 refused: it stored nothing.
 	}
-	if !copied {
-		mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart) / SegSize)[:]))
-		mmio.WriteBarrier()
-	}
+	mmio.Doorbell(q.sndRec, rec, mmio.At[uint64](bf.reg, bf.offset), be.Uint64(q.segs.Slot(uint32(q.lastStart) / SegSize)[:]))
+	bf.offset ^= bf.half
+	q.pending = 0
+}
+
+// ringDoorbellOnly ends Ring on the device after the doorbell record
+// was written: the doorbell, a write barrier, the BlueFlame half
+// toggled (a BlueFlame copy the register refused).
+func (q *SQ) ringDoorbellOnly() {
+	bf := q.bf
+	mmio.StoreUint64BE(bf.reg, bf.offset, be.Uint64(q.segs.Slot(uint32(q.lastStart) / SegSize)[:]))
+	mmio.WriteBarrier()
 	bf.offset ^= bf.half
 	q.pending = 0
 }
