@@ -780,11 +780,19 @@ func (d *device) step(line string) error {
 		// seen to the doorbell record's counter by their sizes.
 		snd := uint16(be.Uint32(d.m.read(q.db+4, 4)))
 		sq := q.buf + uint64(q.rqCount<<q.rqShift)
-		for c := q.sqScan; c != snd; {
+		for c, walked := q.sqScan, 0; c != snd; {
 			ctrl := d.m.read(sq+uint64(int(c)&(q.sqCount-1))*64, 8)
 			q.sqOpcode[c] = ctrl[3]
 			counter = c
-			c += uint16((int(ctrl[7]&0x3f)*16 + 63) / 64)
+			bbs := (int(ctrl[7]&0x3f)*16 + 63) / 64
+			walked += bbs
+			if bbs == 0 || walked > q.sqCount {
+				// A control segment without a size (or sizes that
+				// overrun the doorbell counter) would loop forever:
+				// the provider wrote a bad WQE.
+				return fmt.Errorf("send WQE at counter %d: size %d DS, the walk from %d does not reach the doorbell counter %d", c, ctrl[7]&0x3f, q.sqScan, snd)
+			}
+			c += uint16(bbs)
 		}
 		q.sqScan = snd
 	}
