@@ -29,7 +29,10 @@ func NewRing[T any](b []byte, slots uint64, stride int) (Ring[T], error) {
 	return Ring[T]{base: unsafe.Pointer(unsafe.SliceData(b)), stride: uintptr(stride), mask: uint32(slots - 1)}, nil
 }
 
-// Slot is slot i (its index masked to the ring), or nil for a zero Ring.
+// Slot is slot i (its index masked to the ring). A zero Ring has no
+// slots: Slot must not be called on it (pointer arithmetic on its nil
+// base is not defined, and the race detector's build compiles it so
+// that the result does not compare equal to nil).
 func (r *Ring[T]) Slot(i uint32) *T {
 	return (*T)(unsafe.Add(r.base, uintptr(i&r.mask)*r.stride))
 }
