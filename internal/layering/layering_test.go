@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"internal/bench":           nil,
 	"internal/cycles":          nil,
 	"internal/testutils":       nil,
+	"internal/faults":          nil, // its tests only: the two-VM bed's network faults
 	"uverbs":                   {"mmio", "internal/", "uverbs/internal/"},
 	"uverbs/internal/provider": {"mmio", "internal/abi", "internal/sys"},
 	"uverbs/internal/rxe":      {"mmio", "internal/abi", "internal/sys", "uverbs/internal/provider"},

@@ -25,8 +25,9 @@ var bootModules = []string{
 	// API's "crc32c", which must be loaded before it for the same reason.
 	"crc32c_generic", "siw",
 	"veth", "dummy",
-	// The two-VM bed's links (rxevm -peer).
-	"virtio_net",
+	// The two-VM bed's links (rxevm -peer), and netem for the faults
+	// put on them (testenv.Peer.LinkFault).
+	"virtio_net", "sch_netem",
 	// Persistent memory: the NVDIMM (nfit, nd_pmem) as device DAX.
 	"nfit", "nd_pmem", "dax_pmem", "device_dax",
 }
