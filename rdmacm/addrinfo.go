@@ -65,13 +65,13 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfoHints
 		h = *hints
 	}
 	if node == "" && service == "" && hints == nil {
-		return nil, fmt.Errorf("rdmacm: getaddrinfo: no node, service or hints: %w", errInvalid)
+		return nil, fmt.Errorf("rdmacm GetAddrInfo: no node, service or hints: %w", errInvalid)
 	}
 	if h.PortSpace == 0 {
 		h.PortSpace = PortSpaceTCP
 	}
 	if h.PortSpace != PortSpaceTCP && h.PortSpace != PortSpaceUDP {
-		return nil, fmt.Errorf("rdmacm: getaddrinfo: port space %v: %w", h.PortSpace, ErrNotSupported)
+		return nil, fmt.Errorf("rdmacm GetAddrInfo: port space %v: %w", h.PortSpace, ErrNotSupported)
 	}
 	want4, want6 := true, true
 	switch h.Network {
@@ -81,11 +81,11 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfoHints
 	case "ip6":
 		want4 = false
 	default:
-		return nil, fmt.Errorf("rdmacm: getaddrinfo: network %q (ip, ip4 or ip6): %w", h.Network, errInvalid)
+		return nil, fmt.Errorf("rdmacm GetAddrInfo: network %q (ip, ip4 or ip6): %w", h.Network, errInvalid)
 	}
 	port, err := lookupPort(ctx, service, h.PortSpace)
 	if err != nil {
-		return nil, fmt.Errorf("rdmacm: getaddrinfo %q: %w", service, err)
+		return nil, fmt.Errorf("rdmacm GetAddrInfo %q: %w", service, err)
 	}
 	var addrs []netip.Addr
 	switch {
@@ -101,7 +101,7 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfoHints
 		case perr == nil:
 			addrs = []netip.Addr{a.Unmap()}
 		case h.Flags&NumericHost != 0:
-			return nil, fmt.Errorf("rdmacm: getaddrinfo: %q is not a numeric address: %w", node, errInvalid)
+			return nil, fmt.Errorf("rdmacm GetAddrInfo: %q is not a numeric address: %w", node, errInvalid)
 		default:
 			network := "ip"
 			if !want4 {
@@ -110,7 +110,7 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfoHints
 				network = "ip4"
 			}
 			if addrs, err = net.DefaultResolver.LookupNetIP(ctx, network, node); err != nil {
-				return nil, fmt.Errorf("rdmacm: getaddrinfo: %w", err)
+				return nil, fmt.Errorf("rdmacm GetAddrInfo: %w", err)
 			}
 		}
 	}
@@ -131,7 +131,7 @@ func GetAddrInfo(ctx context.Context, node, service string, hints *AddrInfoHints
 		out = append(out, ai)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("rdmacm: getaddrinfo %q: no %s address: %w", node, h.Network, errNoAddress)
+		return nil, fmt.Errorf("rdmacm GetAddrInfo %q: no %s address: %w", node, h.Network, errNoAddress)
 	}
 	return out, nil
 }
@@ -167,7 +167,7 @@ func lookupPort(ctx context.Context, service string, ps PortSpace) (uint16, erro
 // the QP created: call ConnectContext. qp may be nil.
 func CreateEP(ctx context.Context, ai *AddrInfo, qp *QPOptions) (*ID, error) {
 	if ai == nil {
-		return nil, fmt.Errorf("rdmacm: create endpoint: no address: %w", errInvalid)
+		return nil, fmt.Errorf("rdmacm CreateEP: no address: %w", errInvalid)
 	}
 	ps := ai.PortSpace
 	if ps == 0 {

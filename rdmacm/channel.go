@@ -42,7 +42,7 @@ type EventChannel struct {
 func NewEventChannel() (*EventChannel, error) {
 	f, err := ucma.Open()
 	if err != nil {
-		return nil, fmt.Errorf("rdmacm: %w", err)
+		return nil, fmt.Errorf("rdmacm NewEventChannel: %w", err)
 	}
 	return &EventChannel{f: f, ids: map[*ID]struct{}{}}, nil
 }
@@ -61,7 +61,7 @@ func (ch *EventChannel) Fd() int { return ch.f.Fd() }
 // readiness without holding a thread. Events are still taken with Next.
 func (ch *EventChannel) SyscallConn() (syscall.RawConn, error) {
 	if ch.closed.Load() {
-		return nil, fmt.Errorf("rdmacm: event channel: %w", ErrClosed)
+		return nil, fmt.Errorf("rdmacm EventChannel.SyscallConn: %w", ErrClosed)
 	}
 	return ch.f.SyscallConn(), nil
 }
@@ -74,7 +74,7 @@ func (ch *EventChannel) Close() error {
 		return owner.Close()
 	}
 	if !ch.closed.CompareAndSwap(false, true) {
-		return fmt.Errorf("rdmacm: event channel: %w", ErrClosed)
+		return fmt.Errorf("rdmacm EventChannel.Close: %w", ErrClosed)
 	}
 	var first error
 	for _, id := range ch.snapshot() {
@@ -129,7 +129,7 @@ func (ch *EventChannel) Next(ctx context.Context) (*Event, error) {
 		return nil, err
 	}
 	if err := ch.claim(); err != nil {
-		return nil, fmt.Errorf("rdmacm: get event: %w", err)
+		return nil, fmt.Errorf("rdmacm EventChannel.Next: %w", err)
 	}
 	defer ch.release()
 	return ch.next(ctx)
@@ -163,7 +163,7 @@ func (ch *EventChannel) next(ctx context.Context) (*Event, error) {
 			if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
 				return nil, err
 			}
-			return nil, fmt.Errorf("rdmacm: get event: %w", err)
+			return nil, fmt.Errorf("rdmacm EventChannel.Next: %w", err)
 		}
 		if ev := ch.process(&resp); ev != nil {
 			return ev, nil

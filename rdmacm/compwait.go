@@ -159,7 +159,7 @@ func (id *ID) getComp(ctx context.Context, op string, w *compWait, cq *uverbs.CQ
 // One goroutine at a time waits on a given channel (ErrBusy otherwise).
 // ctx ending returns ctx.Err(); Close wakes the call with ErrClosed.
 func (id *ID) WaitCompChannel(ctx context.Context, ch *uverbs.CompChannel) (*uverbs.CQ, error) {
-	const op = "wait completion channel"
+	const op = "WaitCompChannel"
 	if err := id.alive(op); err != nil {
 		return nil, err
 	}

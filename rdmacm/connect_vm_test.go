@@ -569,7 +569,7 @@ func TestUnreachable(t *testing.T) {
 			// Logged, not asserted: a loaded machine stretches any duration.
 			t.Logf("%v after %v (typically under %v)", err, d, tc.max)
 			if ee, ok := err.(*rdmacm.EventError); ok && tc.event != rdmacm.EventAddrError {
-				ee.Op = "connect"
+				ee.Op = "ConnectContext"
 				if msg := ee.Error(); !strings.Contains(msg, "connection refused: nothing listens on "+tc.dst.String()) {
 					t.Errorf("the refusal reads %q; want it to say nothing listens on %v", msg, tc.dst)
 				}

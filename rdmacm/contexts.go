@@ -157,7 +157,7 @@ func (t contextRefs) release(dev *uverbs.Device) error {
 // is closed, and the Context closes when no ID holds it any more (see
 // the package documentation). The caller must not close it.
 func (id *ID) Context() (*uverbs.Context, error) {
-	s, err := id.shared("context")
+	s, err := id.shared("Context")
 	if err != nil {
 		return nil, err
 	}

@@ -159,15 +159,15 @@ func TestEventErr(t *testing.T) {
 	}{
 		{Event{Type: EventAddrResolved}, nil, nil, ""},
 		{Event{Type: EventAddrError, Status: -int(syscall.ETIMEDOUT)}, []error{syscall.ETIMEDOUT}, []error{ErrRejected},
-			"rdmacm: ADDR_ERROR: connection timed out"},
+			"rdmacm Event.Err: ADDR_ERROR: connection timed out"},
 		{Event{Type: EventRejected, Status: 28}, []error{ErrRejected, syscall.ECONNREFUSED}, []error{syscall.Errno(28)},
-			"rdmacm: REJECTED (reason CONSUMER_DEFINED)"},
+			"rdmacm Event.Err: REJECTED (reason CONSUMER_DEFINED)"},
 		{Event{Type: EventUnreachable, Status: 2}, []error{ErrRejected, syscall.ECONNREFUSED}, []error{syscall.ENOENT},
-			"rdmacm: UNREACHABLE (SIDR status 2)"},
+			"rdmacm Event.Err: UNREACHABLE (SIDR status 2)"},
 		{Event{Type: EventUnreachable, Status: -int(syscall.ETIMEDOUT)}, []error{syscall.ETIMEDOUT}, []error{ErrRejected},
-			"rdmacm: UNREACHABLE: connection timed out"},
+			"rdmacm Event.Err: UNREACHABLE: connection timed out"},
 		{Event{Type: EventConnectError, Status: -int(syscall.EINVAL)}, []error{syscall.EINVAL}, nil,
-			"rdmacm: CONNECT_ERROR: invalid argument"},
+			"rdmacm Event.Err: CONNECT_ERROR: invalid argument"},
 	} {
 		t.Run(tc.ev.Type.String(), func(t *testing.T) {
 			err := tc.ev.Err()
@@ -192,8 +192,8 @@ func TestEventErr(t *testing.T) {
 			}
 		})
 	}
-	ee := &EventError{Op: "connect", Want: EventEstablished, Event: &Event{Type: EventDisconnected}}
-	if got, want := ee.Error(), "rdmacm: connect: DISCONNECTED instead of ESTABLISHED"; got != want {
+	ee := &EventError{Op: "ConnectContext", Want: EventEstablished, Event: &Event{Type: EventDisconnected}}
+	if got, want := ee.Error(), "rdmacm ConnectContext: DISCONNECTED instead of ESTABLISHED"; got != want {
 		t.Errorf("EventError = %q, want %q", got, want)
 	}
 }
@@ -236,12 +236,12 @@ func TestPrivateDataLimits(t *testing.T) {
 		op  string
 		max int
 	}{
-		{PortSpaceTCP, "connect", 56},
-		{PortSpaceTCP, "accept", 196},
-		{PortSpaceTCP, "reject", 148},
-		{PortSpaceUDP, "connect", 180},
-		{PortSpaceUDP, "accept", 136},
-		{PortSpaceUDP, "reject", 136},
+		{PortSpaceTCP, "Connect", 56},
+		{PortSpaceTCP, "Accept", 196},
+		{PortSpaceTCP, "Reject", 148},
+		{PortSpaceUDP, "Connect", 180},
+		{PortSpaceUDP, "Accept", 136},
+		{PortSpaceUDP, "Reject", 136},
 	} {
 		id := &ID{ps: tc.ps}
 		if err := id.checkPrivateData(tc.op, make([]byte, tc.max)); err != nil {

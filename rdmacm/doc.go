@@ -120,10 +120,12 @@
 // Close on an ID waits only for an event of that ID that another
 // goroutine's Next is still processing, never for the application.
 //
-// Errors name the operation and wrap the kernel's errno, so errors.Is
-// works with syscall errnos and with ErrClosed, ErrBusy, ErrRejected,
-// ErrNoListener, ErrDisconnected and ErrNotSupported. Bad input fails
-// with EINVAL before any kernel call. A connect to a port nothing
+// Errors name the operation, as spelled in Go, and the ID ("rdmacm
+// Connect (id 3): rdma_cm CONNECT: ..."; a blocking call's wait:
+// "rdmacm ConnectContext: REJECTED ..."), and wrap the kernel's errno,
+// so errors.Is works with syscall errnos and with ErrClosed, ErrBusy,
+// ErrRejected, ErrNoListener, ErrDisconnected and ErrNotSupported. Bad
+// input fails with EINVAL before any kernel call. A connect to a port nothing
 // listens on matches ErrNoListener on every transport, whether the
 // refusal came as a REJECTED event (InfiniBand, RoCE) or from the
 // CONNECT command itself (iWARP, whose CM connects TCP there).

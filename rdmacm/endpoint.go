@@ -86,7 +86,7 @@ type QPOptions struct {
 // events and Disconnect move the QP through its states as librdmacm
 // does.
 func (id *ID) CreateQP(pd *uverbs.PD, cfg uverbs.QPConfig) (*uverbs.QP, error) {
-	const op = "create QP"
+	const op = "CreateQP"
 	if err := id.alive(op); err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func (id *ID) CQs() (send, recv *uverbs.CQ) {
 // shared Context. The ID owns the SRQ: Close (or DestroySRQ) destroys it
 // after the QP.
 func (id *ID) CreateSRQ(pd *uverbs.PD, cfg uverbs.SRQConfig) (*uverbs.SRQ, error) {
-	const op = "create SRQ"
+	const op = "CreateSRQ"
 	if err := id.alive(op); err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func (id *ID) SRQ() *uverbs.SRQ {
 // DestroySRQ destroys the ID's SRQ (rdma_destroy_srq); destroy the QP
 // that uses it first.
 func (id *ID) DestroySRQ() error {
-	if err := id.alive("destroy SRQ"); err != nil {
+	if err := id.alive("DestroySRQ"); err != nil {
 		return err
 	}
 	return id.destroySRQ()
@@ -245,7 +245,7 @@ func (id *ID) destroySRQ() error {
 			id.ep.srq = srq
 		}
 		id.mu.Unlock()
-		return opError("destroy SRQ", id.handle, err)
+		return opError("DestroySRQ", id.handle, err)
 	}
 	return nil
 }

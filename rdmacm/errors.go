@@ -55,13 +55,13 @@ func (e *noListenerError) Unwrap() []error { return []error{ErrRejected, ErrNoLi
 // errInvalid is EINVAL for bad input caught before a kernel call.
 var errInvalid = sys.ErrInvalid
 
-// opError names the operation and the ID in an error: "rdmacm: connect
+// opError names the operation and the ID in an error: "rdmacm Connect
 // (id 3): ...".
 func opError(op string, handle uint32, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("rdmacm: %s (id %d): %w", op, handle, err)
+	return fmt.Errorf("rdmacm %s (id %d): %w", op, handle, err)
 }
 
 // EventError is the error of an event that failed, or of a blocking
@@ -72,16 +72,17 @@ func opError(op string, handle uint32, err error) error {
 // REJECTED ErrRejected and ECONNREFUSED; the event has the reject
 // reason and the peer's private data.
 type EventError struct {
-	Op    string    // the blocking call, e.g. "connect"; "" for Event.Err
+	Op    string    // the blocking call, e.g. "ConnectContext"; "" for Event.Err
 	Want  EventType // the event the call waited for
 	Event *Event
 }
 
 func (e *EventError) Error() string {
 	var b strings.Builder
-	b.WriteString("rdmacm: ")
 	if e.Op != "" {
-		b.WriteString(e.Op + ": ")
+		b.WriteString("rdmacm " + e.Op + ": ")
+	} else {
+		b.WriteString("rdmacm Event.Err: ")
 	}
 	if e.noListener() {
 		// The port has no listener: say so, keeping the event's words.

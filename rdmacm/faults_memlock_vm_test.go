@@ -84,7 +84,7 @@ func TestRegMsgsMemlock(t *testing.T) {
 	if first != "ENOMEM true" {
 		t.Errorf("the error does not match ENOMEM: %s", out)
 	}
-	for _, want := range []string{"rdmacm: register messages (id ", "uverbs REG_MR: cannot allocate memory",
+	for _, want := range []string{"rdmacm RegMsgs (id ", "uverbs RegMR: REG_MR: cannot allocate memory",
 		"RLIMIT_MEMLOCK", fmt.Sprintf("is %d bytes", limit), fmt.Sprintf("registering %d bytes", memlockSize), "ulimit -l"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", strings.TrimSpace(msg), want)

@@ -121,7 +121,7 @@ type ID struct {
 // ch nil the ID gets a private event channel of its own, closed with it.
 func CreateID(ch *EventChannel, ps PortSpace) (*ID, error) {
 	if ps != PortSpaceTCP && ps != PortSpaceUDP {
-		return nil, fmt.Errorf("rdmacm: create ID: port space %v: %w (TCP and UDP are)", ps, ErrNotSupported)
+		return nil, fmt.Errorf("rdmacm CreateID: port space %v: %w (TCP and UDP are)", ps, ErrNotSupported)
 	}
 	var own *EventChannel
 	if ch == nil {
@@ -131,7 +131,7 @@ func CreateID(ch *EventChannel, ps PortSpace) (*ID, error) {
 		}
 		ch = own
 	} else if ch.closed.Load() {
-		return nil, fmt.Errorf("rdmacm: create ID: event channel: %w", ErrClosed)
+		return nil, fmt.Errorf("rdmacm CreateID: event channel: %w", ErrClosed)
 	}
 	id := newID(ps, own)
 	idByUID.Store(id.uid, id)
@@ -141,7 +141,7 @@ func CreateID(ch *EventChannel, ps PortSpace) (*ID, error) {
 		if own != nil {
 			own.f.Close()
 		}
-		return nil, fmt.Errorf("rdmacm: %w", err)
+		return nil, fmt.Errorf("rdmacm CreateID: %w", err)
 	}
 	id.handle = h
 	id.setChannel(ch)
@@ -265,24 +265,24 @@ func (id *ID) queryAddr() error {
 // rdma_get_src_port, from QUERY_ADDR). It is the zero AddrPort before
 // the ID has one.
 func (id *ID) LocalAddr() (netip.AddrPort, error) {
-	src, _, err := id.addrs()
+	src, _, err := id.addrs("LocalAddr")
 	return src, err
 }
 
 // RemoteAddr is the peer's address (rdma_get_peer_addr and
 // rdma_get_dst_port); the zero AddrPort before the ID has a peer.
 func (id *ID) RemoteAddr() (netip.AddrPort, error) {
-	_, dst, err := id.addrs()
+	_, dst, err := id.addrs("RemoteAddr")
 	return dst, err
 }
 
-func (id *ID) addrs() (src, dst netip.AddrPort, err error) {
-	if err := id.alive("query address"); err != nil {
+func (id *ID) addrs(op string) (src, dst netip.AddrPort, err error) {
+	if err := id.alive(op); err != nil {
 		return src, dst, err
 	}
 	r, err := id.file().QueryAddr(id.handle)
 	if err != nil {
-		return src, dst, opError("query address", id.handle, err)
+		return src, dst, opError(op, id.handle, err)
 	}
 	src = decodeSockaddr(r.SrcAddr.Raw[:min(int(r.SrcSize), len(r.SrcAddr.Raw))])
 	dst = decodeSockaddr(r.DstAddr.Raw[:min(int(r.DstSize), len(r.DstAddr.Raw))])
@@ -294,7 +294,7 @@ func (id *ID) addrs() (src, dst netip.AddrPort, err error) {
 // no device, so that a listener takes requests on every device. A bind
 // to a device's address binds the ID to that device.
 func (id *ID) Bind(addr netip.AddrPort) error {
-	const op = "bind"
+	const op = "Bind"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func (id *ID) Bind(addr netip.AddrPort) error {
 // milliseconds.
 func kernelTimeout(op string, d time.Duration) (uint32, error) {
 	if d <= 0 {
-		return 0, fmt.Errorf("rdmacm: %s: timeout %v: %w", op, d, errInvalid)
+		return 0, fmt.Errorf("rdmacm %s: timeout %v: %w", op, d, errInvalid)
 	}
 	return uint32(min(max(d.Milliseconds(), 1), math.MaxInt32)), nil
 }
@@ -324,7 +324,7 @@ func kernelTimeout(op string, d time.Duration) (uint32, error) {
 // arrives on the channel as ADDR_RESOLVED or, within timeout, as
 // ADDR_ERROR.
 func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
-	const op = "resolve address"
+	const op = "ResolveAddr"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -349,7 +349,7 @@ func (id *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error 
 // resolved address (rdma_resolve_route). The result arrives on the
 // channel as ROUTE_RESOLVED or, within timeout, as ROUTE_ERROR.
 func (id *ID) ResolveRoute(timeout time.Duration) error {
-	const op = "resolve route"
+	const op = "ResolveRoute"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -365,7 +365,7 @@ func (id *ID) ResolveRoute(timeout time.Duration) error {
 // bounds the requests not yet taken with Next; 0 means the kernel's
 // maximum (net.rdma_ucm.max_backlog).
 func (id *ID) Listen(backlog int) error {
-	const op = "listen"
+	const op = "Listen"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -468,13 +468,13 @@ func DefaultConnParam() *ConnParam {
 // ID's port space.
 func (id *ID) privateDataLimit(op string) int {
 	switch {
-	case id.ps == PortSpaceUDP && op == "connect":
+	case id.ps == PortSpaceUDP && op == "Connect":
 		return MaxUDConnectPrivateData
 	case id.ps == PortSpaceUDP:
 		return MaxUDAcceptPrivateData
-	case op == "connect":
+	case op == "Connect":
 		return MaxConnectPrivateData
-	case op == "accept":
+	case op == "Accept":
 		return MaxAcceptPrivateData
 	}
 	return MaxRejectPrivateData
@@ -565,7 +565,7 @@ func (id *ID) resources(op string, p *ConnParam, reqInit, reqResp uint8) (initDe
 // UNREACHABLE. Private data longer than MaxConnectPrivateData
 // (MaxUDConnectPrivateData) is refused before any kernel call.
 func (id *ID) Connect(p *ConnParam) error {
-	const op = "connect"
+	const op = "Connect"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -616,7 +616,7 @@ func (id *ID) Connect(p *ConnParam) error {
 // Private data longer than MaxAcceptPrivateData (MaxUDAcceptPrivateData)
 // is refused before any kernel call.
 func (id *ID) Accept(p *ConnParam) error {
-	const op = "accept"
+	const op = "Accept"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -662,7 +662,7 @@ func (id *ID) Accept(p *ConnParam) error {
 // CreateQP after its CONNECT_RESPONSE, once the caller moved its QP to
 // RTS (rdma_establish): the peer then gets ESTABLISHED.
 func (id *ID) Establish() error {
-	const op = "establish"
+	const op = "Establish"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -679,7 +679,7 @@ func (id *ID) Establish() error {
 // bytes (MaxUDAcceptPrivateData for PortSpaceUDP; longer is refused
 // before any kernel call). Close the ID afterwards.
 func (id *ID) Reject(privateData []byte) error {
-	const op = "reject"
+	const op = "Reject"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -696,7 +696,7 @@ func (id *ID) Reject(privateData []byte) error {
 // InfiniBand CM gives up waiting for that (Status -ETIMEDOUT). An ID
 // that got DISCONNECTED first calls Disconnect (or Close) to answer.
 func (id *ID) Disconnect() error {
-	const op = "disconnect"
+	const op = "Disconnect"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -710,7 +710,7 @@ func (id *ID) Disconnect() error {
 // (rdma_notify), such as uverbs.EventCommEst when a receive completes on
 // the passive side before ESTABLISHED.
 func (id *ID) Notify(event uverbs.AsyncEventType) error {
-	const op = "notify"
+	const op = "Notify"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -722,7 +722,7 @@ func (id *ID) Notify(event uverbs.AsyncEventType) error {
 // already took from the old channel are delivered there before Migrate
 // returns. The ID loses its private channel, if it had one.
 func (id *ID) Migrate(to *EventChannel) error {
-	const op = "migrate"
+	const op = "Migrate"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -762,19 +762,19 @@ func (id *ID) Migrate(to *EventChannel) error {
 // SetTOS sets the type of service of the ID's traffic: the IP TOS byte
 // on RoCE (RDMA_OPTION_ID_TOS). Set it before resolving the route.
 func (id *ID) SetTOS(tos uint8) error {
-	return id.setOption("set TOS", abi.RDMA_OPTION_ID_TOS, []byte{tos})
+	return id.setOption("SetTOS", abi.RDMA_OPTION_ID_TOS, []byte{tos})
 }
 
 // SetReuseAddr lets the ID bind to an address and port in use
 // (RDMA_OPTION_ID_REUSEADDR), like SO_REUSEADDR. Set it before Bind.
 func (id *ID) SetReuseAddr(on bool) error {
-	return id.setOption("set REUSEADDR", abi.RDMA_OPTION_ID_REUSEADDR, intOption(on))
+	return id.setOption("SetReuseAddr", abi.RDMA_OPTION_ID_REUSEADDR, intOption(on))
 }
 
 // SetAFOnly makes an ID bound to an IPv6 address take IPv6 only
 // (RDMA_OPTION_ID_AFONLY), like IPV6_V6ONLY. Set it before Bind.
 func (id *ID) SetAFOnly(on bool) error {
-	return id.setOption("set AFONLY", abi.RDMA_OPTION_ID_AFONLY, intOption(on))
+	return id.setOption("SetAFOnly", abi.RDMA_OPTION_ID_AFONLY, intOption(on))
 }
 
 // SetAckTimeout sets the QP's local ACK timeout exponent
@@ -783,7 +783,7 @@ func (id *ID) SetAFOnly(on bool) error {
 // Connect or Accept. It takes precedence over ConnParam.AckTimeout
 // (DefaultConnParam has one); see DefaultConnParam for the trade-off.
 func (id *ID) SetAckTimeout(timeout uint8) error {
-	const op = "set ACK_TIMEOUT"
+	const op = "SetAckTimeout"
 	if timeout > maxAckTimeout {
 		return opError(op, id.handle, fmt.Errorf("timeout %d: at most %d: %w", timeout, maxAckTimeout, errInvalid))
 	}
@@ -826,16 +826,16 @@ func (id *ID) EventsReported() int {
 // private channel. Close runs once; later calls return ErrClosed.
 func (id *ID) Close() error {
 	if !id.closed.CompareAndSwap(false, true) {
-		return opError("close", id.handle, ErrClosed)
+		return opError("ID.Close", id.handle, ErrClosed)
 	}
 	var errs []error
 	if err := id.closeCompWaits(); err != nil { // wakes a GetSendComp or GetRecvComp with ErrClosed
-		errs = append(errs, opError("close", id.handle, err))
+		errs = append(errs, opError("ID.Close", id.handle, err))
 	}
 	ch := id.ch.Load()
 	reported, err := ch.f.DestroyID(id.handle)
 	if err != nil && !errors.Is(err, ErrClosed) {
-		errs = append(errs, opError("close", id.handle, err))
+		errs = append(errs, opError("ID.Close", id.handle, err))
 	}
 	if err == nil {
 		id.waitEvents(reported)

@@ -81,7 +81,7 @@ func (m *membership) detach() error {
 // datagrams. A send-only member can send to the group without receiving
 // (RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER).
 func (id *ID) JoinMulticast(group netip.Addr, sendOnly bool) error {
-	const op = "join multicast"
+	const op = "JoinMulticast"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func (id *ID) JoinMulticast(group netip.Addr, sendOnly bool) error {
 // pending events are dropped; one another goroutine's Next already took
 // is finished with before LeaveMulticast returns.
 func (id *ID) LeaveMulticast(group netip.Addr) error {
-	const op = "leave multicast"
+	const op = "LeaveMulticast"
 	if err := id.alive(op); err != nil {
 		return err
 	}

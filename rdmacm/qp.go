@@ -25,7 +25,7 @@ import (
 // On failure the QP is left to the caller as it is (in RESET, or in
 // INIT if the ID refused it afterwards).
 func (id *ID) AttachQP(qp *uverbs.QP, addAccess uverbs.Access) error {
-	const op = "attach QP"
+	const op = "AttachQP"
 	if err := id.alive(op); err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (id *ID) hasQP() bool { return id.QP() != nil }
 // forgotten (and detached from the ID's multicast groups): its owner
 // closes it.
 func (id *ID) DestroyQP() error {
-	if err := id.alive("destroy QP"); err != nil {
+	if err := id.alive("DestroyQP"); err != nil {
 		return err
 	}
 	return id.destroyQP()
@@ -134,7 +134,7 @@ func (id *ID) destroyQP() error {
 // RTR), RTR and RTS before Accept or, on the active side, after
 // CONNECT_RESPONSE, then Establish.
 func (id *ID) InitQPAttr(state uverbs.QPState) (*uverbs.QPAttr, uverbs.QPAttrMask, error) {
-	const op = "init QP attributes"
+	const op = "InitQPAttr"
 	if err := id.alive(op); err != nil {
 		return nil, 0, err
 	}

@@ -81,7 +81,7 @@ type resolveError struct {
 
 func (e *resolveError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "rdmacm: %s (id %d): %s of %v", e.r.op, e.handle, e.r.step, e.dst)
+	fmt.Fprintf(&b, "rdmacm %s (id %d): %s of %v", e.r.op, e.handle, e.r.step, e.dst)
 	timeout := e.r.timeout.Round(time.Millisecond)
 	switch e.kind {
 	case timedOut:
@@ -109,9 +109,9 @@ func (e *resolveError) cause() string {
 	if errors.As(e.err, &ee) && ee.Event != nil {
 		bare := *ee
 		bare.Op = "" // "ADDR_ERROR: connection timed out", not "ADDR_ERROR instead of ADDR_RESOLVED"
-		return strings.TrimPrefix(bare.Error(), "rdmacm: ")
+		return strings.TrimPrefix(bare.Error(), "rdmacm Event.Err: ")
 	}
-	return strings.TrimPrefix(e.err.Error(), fmt.Sprintf("rdmacm: %s (id %d): ", e.r.op, e.handle))
+	return strings.TrimPrefix(e.err.Error(), fmt.Sprintf("rdmacm %s (id %d): ", e.r.op, e.handle))
 }
 
 func (e *resolveError) Unwrap() error { return e.err }

@@ -18,7 +18,7 @@ import (
 func TestResolveErrorText(t *testing.T) {
 	dst := netip.MustParseAddrPort("198.18.0.99:7471")
 	id := &ID{handle: 3}
-	timedOut := &EventError{Op: "resolve address", Want: EventAddrResolved, Event: &Event{Type: EventAddrError, Status: -int(syscall.ETIMEDOUT)}}
+	timedOut := &EventError{Op: "ResolveAddrContext", Want: EventAddrResolved, Event: &Event{Type: EventAddrError, Status: -int(syscall.ETIMEDOUT)}}
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	for _, tt := range []struct {
@@ -30,18 +30,18 @@ func TestResolveErrorText(t *testing.T) {
 		deadline bool // matches context.DeadlineExceeded
 	}{
 		{"kernel timer, DefaultResolveTimeout", context.Background(), resolution{timeout: 2 * time.Second}, timedOut,
-			"rdmacm: resolve address (id 3): address resolution of 198.18.0.99:7471 timed out: the kernel's timer of 2s (DefaultResolveTimeout: ctx has no deadline) fired: ADDR_ERROR: connection timed out", false},
+			"rdmacm ResolveAddrContext (id 3): address resolution of 198.18.0.99:7471 timed out: the kernel's timer of 2s (DefaultResolveTimeout: ctx has no deadline) fired: ADDR_ERROR: connection timed out", false},
 		{"kernel timer, ctx's deadline", context.Background(), resolution{timeout: 1499999 * time.Microsecond, fromCtx: true}, timedOut,
-			"rdmacm: resolve address (id 3): address resolution of 198.18.0.99:7471 timed out: the kernel's timer of 1.5s, set to ctx's deadline, fired: ADDR_ERROR: connection timed out", true},
+			"rdmacm ResolveAddrContext (id 3): address resolution of 198.18.0.99:7471 timed out: the kernel's timer of 1.5s, set to ctx's deadline, fired: ADDR_ERROR: connection timed out", true},
 		{"ctx's deadline", expired, resolution{timeout: 300 * time.Millisecond, fromCtx: true}, context.DeadlineExceeded,
-			"rdmacm: resolve address (id 3): address resolution of 198.18.0.99:7471 did not finish by ctx's deadline (300ms after it started): context deadline exceeded", true},
+			"rdmacm ResolveAddrContext (id 3): address resolution of 198.18.0.99:7471 did not finish by ctx's deadline (300ms after it started): context deadline exceeded", true},
 		{"kernel error", context.Background(), resolution{timeout: 2 * time.Second},
-			opError("resolve address", 3, errors.New("rdma_cm RESOLVE_ADDR: network is unreachable")),
-			"rdmacm: resolve address (id 3): address resolution of 198.18.0.99:7471: rdma_cm RESOLVE_ADDR: network is unreachable", false},
+			opError("ResolveAddrContext", 3, errors.New("rdma_cm RESOLVE_ADDR: network is unreachable")),
+			"rdmacm ResolveAddrContext (id 3): address resolution of 198.18.0.99:7471: rdma_cm RESOLVE_ADDR: network is unreachable", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.r
-			r.op, r.step, r.ran = "resolve address", "address resolution", true
+			r.op, r.step, r.ran = "ResolveAddrContext", "address resolution", true
 			err := r.explain(tt.ctx, id, dst, tt.err)
 			if err.Error() != tt.want {
 				t.Errorf("got  %q\nwant %q", err, tt.want)
@@ -57,7 +57,7 @@ func TestResolveErrorText(t *testing.T) {
 			}
 		})
 	}
-	r := &resolution{op: "resolve address", step: "address resolution"}
+	r := &resolution{op: "ResolveAddrContext", step: "address resolution"}
 	if err := r.explain(context.Background(), id, dst, ErrBusy); err != ErrBusy {
 		t.Errorf("a step that never started: %v, want its error unchanged", err)
 	}

@@ -54,7 +54,7 @@ func TestResolveErrors(t *testing.T) {
 		defer time.AfterFunc(30*time.Second, cancel).Stop()
 		id := newID(t, nil, rdmacm.PortSpaceTCP)
 		err := id.ResolveAddrContext(ctx, clientAP, noHost)
-		check(t, err, []string{"rdmacm: resolve address (id ", "address resolution of " + noHost.String() + " timed out",
+		check(t, err, []string{"rdmacm ResolveAddrContext (id ", "address resolution of " + noHost.String() + " timed out",
 			"the kernel's timer of " + rdmacm.DefaultResolveTimeout.String() + " (DefaultResolveTimeout: ctx has no deadline) fired",
 			"ADDR_ERROR: connection timed out"},
 			[]match{{syscall.ETIMEDOUT, true}, {context.DeadlineExceeded, false}})
@@ -80,7 +80,7 @@ func TestResolveErrors(t *testing.T) {
 		id := newID(t, nil, rdmacm.PortSpaceTCP)
 		dst := netip.MustParseAddrPort("127.0.0.1:7471")
 		err := id.Resolve(testContext(t), netip.AddrPort{}, dst)
-		check(t, err, []string{"rdmacm: resolve route (id ", "route resolution of 127.0.0.1:7471: no RDMA device on the netdev of 127.0.0.1 (lo)",
+		check(t, err, []string{"rdmacm ResolveRouteContext (id ", "route resolution of 127.0.0.1:7471: no RDMA device on the netdev of 127.0.0.1 (lo)",
 			"RDMA devices are on veth0 (port 1 of rxe0), veth1 (port 1 of rxe1)", "no such device"},
 			[]match{{syscall.ENODEV, true}, {context.DeadlineExceeded, false}})
 	})

@@ -104,7 +104,7 @@ func (id *ID) step(ctx context.Context, op string, start func() error, want, alt
 //
 // An error event stays available with errors.As and *EventError.
 func (id *ID) ResolveAddrContext(ctx context.Context, src, dst netip.AddrPort) error {
-	r := newResolution(ctx, "resolve address", "address resolution")
+	r := newResolution(ctx, "ResolveAddrContext", "address resolution")
 	_, err := id.step(ctx, r.op, func() error {
 		r.ran = true
 		return id.ResolveAddr(src, dst, r.timeout)
@@ -116,7 +116,7 @@ func (id *ID) ResolveAddrContext(ctx context.Context, src, dst netip.AddrPort) e
 // ROUTE_RESOLVED. A failure names the step and the destination and says
 // why, as ResolveAddrContext's does.
 func (id *ID) ResolveRouteContext(ctx context.Context) error {
-	r := newResolution(ctx, "resolve route", "route resolution")
+	r := newResolution(ctx, "ResolveRouteContext", "route resolution")
 	_, err := id.step(ctx, r.op, func() error {
 		r.ran = true
 		return id.ResolveRoute(r.timeout)
@@ -148,7 +148,7 @@ func (id *ID) ConnectContext(ctx context.Context, p *ConnParam) (*Event, error) 
 	if id.ps == PortSpaceTCP && !id.hasQP() {
 		alt = EventConnectResponse
 	}
-	return id.step(ctx, "connect", func() error { return id.Connect(p) }, EventEstablished, alt)
+	return id.step(ctx, "ConnectContext", func() error { return id.Connect(p) }, EventEstablished, alt)
 }
 
 // GetRequest waits for the next connection request of a listening ID
@@ -156,14 +156,14 @@ func (id *ID) ConnectContext(ctx context.Context, p *ConnParam) (*Event, error) 
 // event's ID is the new connection's ID, with a private channel of its
 // own, and, for a listener from CreateEP with QPOptions, its QP.
 func (id *ID) GetRequest(ctx context.Context) (*Event, error) {
-	return id.step(ctx, "get request", func() error { return nil }, EventConnectRequest, EventConnectRequest)
+	return id.step(ctx, "GetRequest", func() error { return nil }, EventConnectRequest, EventConnectRequest)
 }
 
 // AcceptContext accepts, as Accept, and for PortSpaceTCP waits for
 // ESTABLISHED, which it returns. For PortSpaceUDP no event follows an
 // accept: it returns nil, nil.
 func (id *ID) AcceptContext(ctx context.Context, p *ConnParam) (*Event, error) {
-	const op = "accept"
+	const op = "AcceptContext"
 	if id.ps == PortSpaceUDP {
 		own, err := id.claimOwn(op)
 		if err != nil {
@@ -181,14 +181,14 @@ func (id *ID) AcceptContext(ctx context.Context, p *ConnParam) (*Event, error) {
 // error matching ErrBusy and does not disconnect: call Disconnect and
 // let that Next take the event.
 func (id *ID) DisconnectContext(ctx context.Context) error {
-	_, err := id.step(ctx, "disconnect", id.Disconnect, EventDisconnected, EventDisconnected)
+	_, err := id.step(ctx, "DisconnectContext", id.Disconnect, EventDisconnected, EventDisconnected)
 	return err
 }
 
 // JoinMulticastContext joins a group, as JoinMulticast, and waits for
 // MULTICAST_JOIN: it returns the group's UDParam.
 func (id *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, sendOnly bool) (*UDParam, error) {
-	ev, err := id.step(ctx, "join multicast", func() error {
+	ev, err := id.step(ctx, "JoinMulticastContext", func() error {
 		return id.JoinMulticast(group, sendOnly)
 	}, EventMulticastJoin, EventMulticastJoin)
 	if err != nil {

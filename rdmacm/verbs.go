@@ -40,19 +40,19 @@ func (id *ID) verbsPD(op string) (*uverbs.PD, error) {
 // default PD.
 // The caller closes the MR.
 func (id *ID) RegMsgs(buf []byte) (*uverbs.MR, error) {
-	return id.reg("register messages", buf, uverbs.AccessLocalWrite)
+	return id.reg("RegMsgs", buf, uverbs.AccessLocalWrite)
 }
 
 // RegRead registers buf as the target of the peer's RDMA reads
 // (rdma_reg_read).
 func (id *ID) RegRead(buf []byte) (*uverbs.MR, error) {
-	return id.reg("register for reads", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead)
+	return id.reg("RegRead", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead)
 }
 
 // RegWrite registers buf as the target of the peer's RDMA writes
 // (rdma_reg_write).
 func (id *ID) RegWrite(buf []byte) (*uverbs.MR, error) {
-	return id.reg("register for writes", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	return id.reg("RegWrite", buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
 }
 
 func (id *ID) reg(op string, buf []byte, access uverbs.Access) (*uverbs.MR, error) {
@@ -71,7 +71,7 @@ func sge(op string, mr *uverbs.MR, off, n int) (uverbs.SGE, error) {
 		if mr != nil {
 			l = mr.Len()
 		}
-		return uverbs.SGE{}, fmt.Errorf("rdmacm: %s: bytes [%d, %d+%d) of a %d-byte MR: %w", op, off, off, n, l, errInvalid)
+		return uverbs.SGE{}, fmt.Errorf("rdmacm %s: bytes [%d, %d+%d) of a %d-byte MR: %w", op, off, off, n, l, errInvalid)
 	}
 	return uverbs.SGE{Addr: mr.Addr() + uint64(off), Length: uint32(n), LKey: mr.LKey()}, nil
 }
@@ -90,7 +90,7 @@ func (id *ID) postQP(op string) (*uverbs.QP, error) {
 // PostRecv posts a receive of bytes [off, off+n) of mr (rdma_post_recv):
 // to the ID's SRQ when it has one from CreateSRQ, else to its QP.
 func (id *ID) PostRecv(wrID uint64, mr *uverbs.MR, off, n int) error {
-	const op = "post recv"
+	const op = "PostRecv"
 	if srq := id.SRQ(); srq != nil {
 		if err := id.alive(op); err != nil {
 			return err
@@ -115,7 +115,7 @@ func (id *ID) PostRecv(wrID uint64, mr *uverbs.MR, off, n int) error {
 // PostRecvv posts a receive into the scatter/gather list sgl
 // (rdma_post_recvv): to the ID's SRQ when it has one, else to its QP.
 func (id *ID) PostRecvv(wrID uint64, sgl []uverbs.SGE) error {
-	const op = "post recvv"
+	const op = "PostRecvv"
 	if srq := id.SRQ(); srq != nil {
 		if err := id.alive(op); err != nil {
 			return err
@@ -164,13 +164,13 @@ type UDDest struct {
 // PostSend sends bytes [off, off+n) of mr (rdma_post_send). flags
 // usually has uverbs.SendSignaled, for a completion GetSendComp returns.
 func (id *ID) PostSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags) error {
-	return id.postSend("post send", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, mr, off, n)
+	return id.postSend("PostSend", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, mr, off, n)
 }
 
 // PostSendv sends the scatter/gather list sgl as one message
 // (rdma_post_sendv).
 func (id *ID) PostSendv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags) error {
-	return id.postSendv("post sendv", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, sgl)
+	return id.postSendv("PostSendv", &uverbs.SendWR{WRID: wrID, Opcode: uverbs.WRSend, Flags: flags}, sgl)
 }
 
 // PostSendInline sends data, which need not be registered, copied into
@@ -178,7 +178,7 @@ func (id *ID) PostSendv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags) e
 // IBV_SEND_INLINE): data may be reused when it returns. It must fit the
 // QP's Cap().MaxInlineData.
 func (id *ID) PostSendInline(wrID uint64, data []byte, flags uverbs.SendFlags) error {
-	const op = "post send inline"
+	const op = "PostSendInline"
 	qp, err := id.postQP(op)
 	if err != nil {
 		return err
@@ -206,12 +206,12 @@ func (id *ID) PostSendInline(wrID uint64, data []byte, flags uverbs.SendFlags) e
 // PostUDSend sends bytes [off, off+n) of mr as a datagram to dest
 // (rdma_post_ud_send).
 func (id *ID) PostUDSend(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, dest UDDest) error {
-	return id.postSend("post UD send", udWR(wrID, flags, dest), mr, off, n)
+	return id.postSend("PostUDSend", udWR(wrID, flags, dest), mr, off, n)
 }
 
 // PostUDSendv sends sgl as a datagram to dest.
 func (id *ID) PostUDSendv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags, dest UDDest) error {
-	return id.postSendv("post UD sendv", udWR(wrID, flags, dest), sgl)
+	return id.postSendv("PostUDSendv", udWR(wrID, flags, dest), sgl)
 }
 
 func udWR(wrID uint64, flags uverbs.SendFlags, d UDDest) *uverbs.SendWR {
@@ -221,25 +221,25 @@ func udWR(wrID uint64, flags uverbs.SendFlags, d UDDest) *uverbs.SendWR {
 // PostWrite writes bytes [off, off+n) of mr to the peer's memory at
 // remote (rdma_post_write).
 func (id *ID) PostWrite(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remote Remote) error {
-	return id.postSend("post write", rdmaWR(wrID, uverbs.WRRDMAWrite, flags, remote), mr, off, n)
+	return id.postSend("PostWrite", rdmaWR(wrID, uverbs.WRRDMAWrite, flags, remote), mr, off, n)
 }
 
 // PostWritev writes sgl to the peer's memory at remote
 // (rdma_post_writev).
 func (id *ID) PostWritev(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags, remote Remote) error {
-	return id.postSendv("post writev", rdmaWR(wrID, uverbs.WRRDMAWrite, flags, remote), sgl)
+	return id.postSendv("PostWritev", rdmaWR(wrID, uverbs.WRRDMAWrite, flags, remote), sgl)
 }
 
 // PostRead reads the peer's memory at remote into bytes [off, off+n) of
 // mr (rdma_post_read).
 func (id *ID) PostRead(wrID uint64, mr *uverbs.MR, off, n int, flags uverbs.SendFlags, remote Remote) error {
-	return id.postSend("post read", rdmaWR(wrID, uverbs.WRRDMARead, flags, remote), mr, off, n)
+	return id.postSend("PostRead", rdmaWR(wrID, uverbs.WRRDMARead, flags, remote), mr, off, n)
 }
 
 // PostReadv reads the peer's memory at remote into sgl
 // (rdma_post_readv).
 func (id *ID) PostReadv(wrID uint64, sgl []uverbs.SGE, flags uverbs.SendFlags, remote Remote) error {
-	return id.postSendv("post readv", rdmaWR(wrID, uverbs.WRRDMARead, flags, remote), sgl)
+	return id.postSendv("PostReadv", rdmaWR(wrID, uverbs.WRRDMARead, flags, remote), sgl)
 }
 
 func rdmaWR(wrID uint64, op uverbs.WROpcode, flags uverbs.SendFlags, r Remote) *uverbs.SendWR {
@@ -268,7 +268,7 @@ func (id *ID) GetSendComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
 	cq, ch := id.ep.sendCQ, id.ep.sendCh
 	id.mu.Unlock()
-	return id.getComp(ctx, "get send completion", &id.ep.comp.send, cq, ch)
+	return id.getComp(ctx, "GetSendComp", &id.ep.comp.send, cq, ch)
 }
 
 // GetRecvComp waits for the next completion of the ID's receive CQ
@@ -278,5 +278,5 @@ func (id *ID) GetRecvComp(ctx context.Context) (uverbs.WorkCompletion, error) {
 	id.mu.Lock()
 	cq, ch := id.ep.recvCQ, id.ep.recvCh
 	id.mu.Unlock()
-	return id.getComp(ctx, "get receive completion", &id.ep.comp.recv, cq, ch)
+	return id.getComp(ctx, "GetRecvComp", &id.ep.comp.recv, cq, ch)
 }

@@ -87,7 +87,7 @@ func TestRegMRMemlock(t *testing.T) {
 	if want := fmt.Sprintf("ENOMEM true %v", rpma.CodeNoMemory); first != want {
 		t.Errorf("the error matches %q, want %q: %s", first, want, out)
 	}
-	for _, want := range []string{"rpma: mr reg: out of memory: uverbs REG_MR: cannot allocate memory",
+	for _, want := range []string{"rpma: mr reg: out of memory: uverbs RegMR: REG_MR: cannot allocate memory",
 		"RLIMIT_MEMLOCK", fmt.Sprintf("is %d bytes", limit), fmt.Sprintf("registering %d bytes", memlockSize), "ulimit -l"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", strings.TrimSpace(msg), want)

@@ -16,7 +16,7 @@ type regCall struct{ access uverbs.Access }
 // on-demand paging when the device has it, and fails with a clear
 // provider error when it does not; other failures are not retried.
 func TestODPRetry(t *testing.T) {
-	notSupp := &sys.Error{Op: "uverbs REG_MR", Err: syscall.EOPNOTSUPP}
+	notSupp := &sys.Error{Op: "uverbs RegMR: REG_MR", Err: syscall.EOPNOTSUPP}
 	for _, tc := range []struct {
 		name    string
 		odp     bool

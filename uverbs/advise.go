@@ -44,7 +44,7 @@ const AdviseFlush AdviseFlags = abi.IB_UVERBS_ADVISE_MR_FLAG_FLUSH
 // the region's LKey. Devices without ODP, rxe among them, fail with an
 // error matching ErrNotSupported.
 func (pd *PD) AdviseMR(advice MRAdvice, flags AdviseFlags, sgl []SGE) error {
-	const op = "uverbs ADVISE_MR"
+	const op = "uverbs AdviseMR"
 	if pd == nil {
 		return fmt.Errorf("%s: nil PD: %w", op, errInvalid)
 	}
@@ -62,14 +62,14 @@ func (pd *PD) AdviseMR(advice MRAdvice, flags AdviseFlags, sgl []SGE) error {
 			return fmt.Errorf("%s: range %d (%#x, %d bytes): %w", op, i, s.Addr, s.Length, errInvalid)
 		}
 	}
-	if err := pd.alive(); err != nil {
+	if err := pd.alive("PD.AdviseMR"); err != nil {
 		return err
 	}
 	list := make([]abi.SGE, len(sgl))
 	for i, s := range sgl {
 		list[i] = abi.SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 	}
-	m := sys.NewMethod(op, abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_ADVISE_MR)
+	m := sys.NewMethod(op+": ADVISE_MR", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_ADVISE_MR)
 	m.Handle(abi.UVERBS_ATTR_ADVISE_MR_PD_HANDLE, pd.handle)
 	m.InUint(abi.UVERBS_ATTR_ADVISE_MR_ADVICE, uint64(advice), 8) // CONST_IN, as rdma-core sends it
 	m.InUint(abi.UVERBS_ATTR_ADVISE_MR_FLAGS, uint64(flags), 4)

@@ -28,10 +28,10 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		return nil, errNil("CreateAH", "PD")
 	}
 	c := pd.ctx
-	if err := pd.alive(); err != nil {
+	if err := pd.alive("CreateAH"); err != nil {
 		return nil, err
 	}
-	if err := c.checkPort("uverbs: CreateAH: PortNum", attr.PortNum); err != nil {
+	if err := c.checkPort("uverbs CreateAH: PortNum", attr.PortNum); err != nil {
 		return nil, err
 	}
 	if err := c.checkGRH("CreateAH", "AHAttr", &attr); err != nil {
@@ -54,14 +54,14 @@ func (pd *PD) CreateAH(attr AHAttr) (*AH, error) {
 		IsGlobal: boolByte(attr.IsGlobal), PortNum: uint8(attr.PortNum),
 	}}
 	req.Response = sys.PointerTo(resp)
-	if err := c.fd.Command("uverbs CREATE_AH", abi.IB_USER_VERBS_CMD_CREATE_AH, abi.Bytes(&req), resp); err != nil {
+	if err := c.fd.Command("uverbs CreateAH: CREATE_AH", abi.IB_USER_VERBS_CMD_CREATE_AH, abi.Bytes(&req), resp); err != nil {
 		return nil, err
 	}
 	var core abi.CreateAHResp
 	copy(abi.Bytes(&core), resp)
 	ah.handle = core.AHHandle
 	destroy := func() error {
-		m := sys.NewMethod("uverbs AH_DESTROY", abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY)
+		m := sys.NewMethod("uverbs AH.Close: AH_DESTROY", abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY)
 		m.Handle(abi.UVERBS_ATTR_DESTROY_AH_HANDLE, ah.handle)
 		return m.Exec(c.fd, c.driverID)
 	}
@@ -98,5 +98,5 @@ func (ah *AH) Close() error {
 	if ah == nil {
 		return errNil("AH.Close", "AH")
 	}
-	return ah.close()
+	return ah.closeAs("AH")
 }

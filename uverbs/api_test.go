@@ -14,9 +14,9 @@ import (
 // TestBusyRule: busy is one rule: an error matching ErrBusy matches
 // EBUSY, and the project's errors carrying EBUSY match ErrBusy.
 func TestBusyRule(t *testing.T) {
-	queueFull := &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("send queue full: %w", uverbs.ErrBusy)}
-	inUse := sys.InUse("uverbs close PD", 2)
-	kernel := &sys.Error{Op: "uverbs DESTROY_CQ", Err: syscall.EBUSY}
+	queueFull := &sys.Error{Op: "uverbs PostSend", Err: fmt.Errorf("send queue full: %w", uverbs.ErrBusy)}
+	inUse := sys.InUse("uverbs PD.Close", 2)
+	kernel := &sys.Error{Op: "uverbs CQ.Close: CQ_DESTROY", Err: syscall.EBUSY}
 	for name, err := range map[string]error{"queue full": queueFull, "in use": inUse, "kernel EBUSY": kernel} {
 		if !errors.Is(err, uverbs.ErrBusy) || !errors.Is(err, syscall.EBUSY) {
 			t.Errorf("%s (%v): ErrBusy %v, EBUSY %v; want both", name, err, errors.Is(err, uverbs.ErrBusy), errors.Is(err, syscall.EBUSY))

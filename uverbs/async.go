@@ -156,13 +156,13 @@ func (e AsyncEvent) String() string {
 // that receives posted to a QP in ERR complete with WCWRFlushErr.
 func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if c == nil {
-		return AsyncEvent{}, errNil("Context.AsyncEvent", "Context")
+		return AsyncEvent{}, errNil("AsyncEvent", "Context")
 	}
 	if ctx == nil {
-		return AsyncEvent{}, errNil("Context.AsyncEvent", "context.Context")
+		return AsyncEvent{}, errNil("AsyncEvent", "context.Context")
 	}
 	if c.closed.Load() {
-		return AsyncEvent{}, errClosedContext
+		return AsyncEvent{}, closedContext("uverbs AsyncEvent")
 	}
 	for {
 		var desc abi.AsyncEventDesc
@@ -172,7 +172,7 @@ func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
 			return AsyncEvent{}, err
 		}
 		if n != len(b) {
-			return AsyncEvent{}, &sys.Error{Op: "uverbs async event read", Err: fmt.Errorf("%d bytes, want %d", n, len(b))}
+			return AsyncEvent{}, &sys.Error{Op: "uverbs AsyncEvent", Err: fmt.Errorf("%d bytes, want %d", n, len(b))}
 		}
 		if ev, ok := decodeAsyncEvent(desc, c.objectFor); ok {
 			c.noteAsyncEvent(ev)
@@ -229,10 +229,10 @@ func (c *Context) noteAsyncEvent(ev AsyncEvent) {
 // without holding a thread. It fails after Close.
 func (c *Context) AsyncConn() (syscall.RawConn, error) {
 	if c == nil {
-		return nil, errNil("Context.AsyncConn", "Context")
+		return nil, errNil("AsyncConn", "Context")
 	}
 	if c.closed.Load() {
-		return nil, errClosedContext
+		return nil, closedContext("uverbs AsyncConn")
 	}
 	return c.async.SyscallConn(), nil
 }

@@ -45,15 +45,15 @@ type Buffer struct {
 // is rounded up to whole pages; Bytes returns exactly size bytes.
 func AllocBuffer(size int) (*Buffer, error) {
 	if size <= 0 {
-		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d: must be positive: %w", size, errInvalid)
+		return nil, fmt.Errorf("uverbs AllocBuffer: size %d: must be positive: %w", size, errInvalid)
 	}
 	ps := os.Getpagesize()
 	if size > int(^uint(0)>>1)-ps {
-		return nil, fmt.Errorf("uverbs: AllocBuffer: size %d: too large: %w", size, errInvalid)
+		return nil, fmt.Errorf("uverbs AllocBuffer: size %d: too large: %w", size, errInvalid)
 	}
 	mem, err := sys.MmapAnon((size + ps - 1) &^ (ps - 1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("uverbs AllocBuffer: %w", err)
 	}
 	return newBuffer(mem, size), nil
 }
@@ -72,25 +72,25 @@ func MapFile(f *os.File, size int) (*Buffer, error) {
 		return nil, errNil("MapFile", "file")
 	}
 	if size <= 0 {
-		return nil, fmt.Errorf("uverbs: MapFile: size %d: must be positive: %w", size, errInvalid)
+		return nil, fmt.Errorf("uverbs MapFile: size %d: must be positive: %w", size, errInvalid)
 	}
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: MapFile: %w", err)
+		return nil, fmt.Errorf("uverbs MapFile: %w", err)
 	}
 	if st.Mode().IsRegular() && st.Size() < int64(size) {
-		return nil, fmt.Errorf("uverbs: MapFile %s: %d bytes, the file has %d: %w", f.Name(), size, st.Size(), errInvalid)
+		return nil, fmt.Errorf("uverbs MapFile %s: %d bytes, the file has %d: %w", f.Name(), size, st.Size(), errInvalid)
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: MapFile: %w", err)
+		return nil, fmt.Errorf("uverbs MapFile: %w", err)
 	}
 	var mem []byte
 	if cerr := rc.Control(func(fd uintptr) { mem, err = sys.MmapFile(int(fd), size) }); cerr != nil {
-		return nil, fmt.Errorf("uverbs: MapFile: %w", cerr)
+		return nil, fmt.Errorf("uverbs MapFile: %w", cerr)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: MapFile %s: %w", f.Name(), err)
+		return nil, fmt.Errorf("uverbs MapFile %s: %w", f.Name(), err)
 	}
 	return newBuffer(mem, size), nil
 }
@@ -155,7 +155,7 @@ func (b *Buffer) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.mem == nil {
-		return fmt.Errorf("uverbs: Buffer: %w", ErrClosed)
+		return fmt.Errorf("uverbs Buffer.Close: %w", ErrClosed)
 	}
 	// Under buffers' lock, so a concurrent registration either sees the
 	// buffer gone or is counted before this check.
@@ -197,7 +197,7 @@ func (s *bufferSet) remove(b *Buffer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := b.users.Load(); n > 0 {
-		return sys.InUse("uverbs close Buffer", int(n))
+		return sys.InUse("uverbs Buffer.Close", int(n))
 	}
 	s.drop(uint64(sys.PointerTo(b.mem)))
 	return nil

@@ -79,7 +79,7 @@ func (c *Context) limit(get func(*DeviceAttr) int, ceiling uint64) uint64 {
 func (c *Context) checkSize(op, field string, v uint64, get func(*DeviceAttr) int) error {
 	max := c.limit(get, math.MaxInt32)
 	if v > max {
-		return fmt.Errorf("uverbs: %s: %s %d: more than the %d %s takes: %w", op, field, v, max, c.dev.Name, errInvalid)
+		return fmt.Errorf("uverbs %s: %s %d: more than the %d %s takes: %w", op, field, v, max, c.dev.Name, errInvalid)
 	}
 	return nil
 }

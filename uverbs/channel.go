@@ -38,19 +38,19 @@ type CompChannel struct {
 // CreateCompChannel creates a completion channel (ibv_create_comp_channel).
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if c == nil {
-		return nil, errNil("Context.CreateCompChannel", "Context")
+		return nil, errNil("CreateCompChannel", "Context")
 	}
 	if c.closed.Load() {
-		return nil, errClosedContext
+		return nil, closedContext("uverbs CreateCompChannel")
 	}
 	var req abi.CreateCompChannel
 	var resp abi.CreateCompChannelResp
 	req.Response = sys.PointerTo(abi.Bytes(&resp))
-	if err := c.fd.Command("uverbs CREATE_COMP_CHANNEL", abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+	if err := c.fd.Command("uverbs CreateCompChannel: CREATE_COMP_CHANNEL", abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return nil, err
 	}
 	ch := &CompChannel{raw: int(resp.FD), cqs: map[uint64]*CQ{}}
-	ch.resource = resource{ctx: c, kind: "completion channel", closer: ch.closeFd}
+	ch.resource = resource{ctx: c, kind: "CompChannel", closer: ch.closeFd}
 	c.track(&ch.resource)
 	return ch, nil
 }
@@ -66,7 +66,7 @@ func (ch *CompChannel) closeFd() error {
 	}
 	ch.raw = -1
 	if err != nil {
-		return &sys.Error{Op: "uverbs completion channel close", Err: err}
+		return &sys.Error{Op: "uverbs CompChannel.Close", Err: err}
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func (ch *CompChannel) file() (*evfd.File, error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.raw < 0 {
-		return nil, &sys.Error{Op: "uverbs completion channel", Err: ErrClosed}
+		return nil, &sys.Error{Op: "uverbs CompChannel.Wait", Err: ErrClosed}
 	}
 	if ch.f == nil {
 		f, err := evfd.New(ch.raw, "uverbs completion channel")
@@ -111,7 +111,7 @@ func (ch *CompChannel) Close() error {
 	if ch == nil {
 		return errNil("CompChannel.Close", "CompChannel")
 	}
-	return ch.close()
+	return ch.closeAs("CompChannel")
 }
 
 // Fd is the channel's file descriptor, for a caller's own epoll loop: it
@@ -157,7 +157,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 // destroyed after the event was queued.
 func (ch *CompChannel) event(desc []byte) (*CQ, error) {
 	if len(desc) != 8 {
-		return nil, &sys.Error{Op: "uverbs completion channel read", Err: fmt.Errorf("%d bytes, want 8", len(desc))}
+		return nil, &sys.Error{Op: "uverbs CompChannel.Wait", Err: fmt.Errorf("%d bytes, want 8", len(desc))}
 	}
 	ch.mu.Lock()
 	cq := ch.cqs[binary.NativeEndian.Uint64(desc)]

@@ -137,7 +137,7 @@ type ConnectError struct {
 }
 
 func (e *ConnectError) Error() string {
-	return fmt.Sprintf("uverbs: ConnectRC: QP %#x %v -> %v failed, the QP stays in %v: %v", e.QPNum, e.From, e.To, e.From, e.Err)
+	return fmt.Sprintf("uverbs ConnectRC: QP %#x %v -> %v failed, the QP stays in %v: %v", e.QPNum, e.From, e.To, e.From, inner(e.Err))
 }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
@@ -166,15 +166,15 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // it reaches RTS only through the connection manager (package rdmacm).
 func (qp *QP) ConnectRC(peer RCPeer, opts *RCOptions) error {
 	if qp == nil {
-		return errNil("QP.ConnectRC", "QP")
+		return errNil("ConnectRC", "QP")
 	}
-	if err := qp.alive(); err != nil {
+	if err := qp.alive("ConnectRC"); err != nil {
 		return err
 	}
 	if qp.ctx.dev.Transport == TransportIWARP {
 		// The kernel would take RTR and RTS by hand and leave the QP
 		// with no connection: an iWARP QP's stream is the iWARP CM's.
-		return fmt.Errorf("uverbs: ConnectRC: QP %#x on %s: iWARP QPs reach RTS only through the connection manager (package rdmacm): %w",
+		return fmt.Errorf("uverbs ConnectRC: QP %#x on %s: iWARP QPs reach RTS only through the connection manager (package rdmacm): %w",
 			qp.num, qp.ctx.dev.Name, ErrNotSupported)
 	}
 	if opts == nil {
@@ -182,34 +182,34 @@ func (qp *QP) ConnectRC(peer RCPeer, opts *RCOptions) error {
 	}
 	o := *opts
 	if err := qp.checkConnectRC(&peer, &o); err != nil {
-		return fmt.Errorf("uverbs: ConnectRC: QP %#x: %w", qp.num, err)
+		return fmt.Errorf("uverbs ConnectRC: QP %#x: %w", qp.num, inner(err))
 	}
 	c := qp.ctx
 	pa, err := c.QueryPort(o.Port)
 	if err != nil {
-		return fmt.Errorf("uverbs: ConnectRC: %w", err)
+		return fmt.Errorf("uverbs ConnectRC: %w", inner(err))
 	}
 	ah := AHAttr{DLID: peer.LID, SL: o.SL, PortNum: o.Port}
 	global := pa.GRHRequired || pa.LinkLayer == LinkLayerEthernet || !peer.GID.IsZero()
 	if global {
 		if peer.GID.IsZero() {
-			return fmt.Errorf("uverbs: ConnectRC: QP %#x: port %s is %v and needs the peer's GID (RCPeer.GID is zero): %w",
+			return fmt.Errorf("uverbs ConnectRC: QP %#x: port %s is %v and needs the peer's GID (RCPeer.GID is zero): %w",
 				qp.num, c.portName(o.Port), pa.LinkLayer, errInvalid)
 		}
 		idx := o.SGIDIndex
 		if idx == AutoGIDIndex {
 			if idx, err = c.sgidIndexFor(o.Port, peer.GID); err != nil {
-				return fmt.Errorf("uverbs: ConnectRC: QP %#x: picking the local GID (RCOptions.SGIDIndex): %w", qp.num, err)
+				return fmt.Errorf("uverbs ConnectRC: QP %#x: picking the local GID (RCOptions.SGIDIndex): %w", qp.num, inner(err))
 			}
 		} else if !c.hasGID(o.Port, idx) {
 			// The kernel would refuse RTR with a bare ENODATA.
-			return fmt.Errorf("uverbs: ConnectRC: QP %#x: RCOptions.SGIDIndex %d: port %s has no GID at that index "+
+			return fmt.Errorf("uverbs ConnectRC: QP %#x: RCOptions.SGIDIndex %d: port %s has no GID at that index "+
 				"(Context.RoCEv2GID and RoCEv2GIDIndex find one): %w", qp.num, idx, c.portName(o.Port), errInvalid)
 		}
 		ah.IsGlobal = true
 		ah.GRH = GlobalRoute{DGID: peer.GID, SGIDIndex: idx, HopLimit: o.HopLimit, TrafficClass: o.TrafficClass, FlowLabel: o.FlowLabel}
 	} else if peer.LID == 0 {
-		return fmt.Errorf("uverbs: ConnectRC: QP %#x: the peer has neither a LID nor a GID (RCPeer.LID, RCPeer.GID): %w", qp.num, errInvalid)
+		return fmt.Errorf("uverbs ConnectRC: QP %#x: the peer has neither a LID nor a GID (RCPeer.LID, RCPeer.GID): %w", qp.num, errInvalid)
 	}
 	if o.PathMTU == 0 {
 		o.PathMTU = pa.ActiveMTU
@@ -222,7 +222,7 @@ func (qp *QP) ConnectRC(peer RCPeer, opts *RCOptions) error {
 		(state == QPStateReset && o.Access&AccessRemoteAtomic != 0) {
 		da, err := c.QueryDevice()
 		if err != nil {
-			return fmt.Errorf("uverbs: ConnectRC: %w", err)
+			return fmt.Errorf("uverbs ConnectRC: %w", inner(err))
 		}
 		if o.MaxRdAtomic == DeviceMaxRdAtomic {
 			o.MaxRdAtomic = uint8(min(max(da.MaxQPInitRdAtom, 0), 255))
@@ -328,7 +328,7 @@ func (c *Context) sgidIndexFor(port int, peer GID) (int, error) {
 	if !v2 {
 		return 0, nil
 	}
-	return 0, c.noRoCEv2GID(port, "of the peer's kind ("+want+", the peer's GID is "+peer.Addr().String()+")", table)
+	return 0, c.noRoCEv2GID("ConnectRC", port, "of the peer's kind ("+want+", the peer's GID is "+peer.Addr().String()+")", table)
 }
 
 // hasGID reports whether port's GID table has a valid entry at index;

@@ -66,16 +66,16 @@ func (d Device) Open(opts *OpenOptions) (*Context, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if d.ABIVersion != abi.IB_USER_VERBS_ABI_VERSION {
-		return nil, fmt.Errorf("uverbs: %s: kernel uverbs ABI %d, this library speaks %d: %w",
+		return nil, fmt.Errorf("uverbs Open %s: kernel uverbs ABI %d, this library speaks %d: %w",
 			d.Name, d.ABIVersion, abi.IB_USER_VERBS_ABI_VERSION, ErrNotSupported)
 	}
 	driverID, err := uverbsDriverID(d.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("uverbs Open %s: %w", d.Name, err)
 	}
 	fd, err := sys.Open(d.DevPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("uverbs Open %s: %w", d.Name, err)
 	}
 	c := &Context{dev: d, fd: fd, driverID: driverID, log: log.With("device", d.Name)}
 	c.pc = provider.NewContext(fd, driverID)
@@ -117,7 +117,7 @@ func uverbsDriverID(name string) (uint32, error) {
 			return cd.DriverID, nil
 		}
 	}
-	return 0, fmt.Errorf("uverbs: %s: %w", name, errDeviceGone)
+	return 0, fmt.Errorf("%s: %w", name, errDeviceGone)
 }
 
 // errDeviceGone: the device was listed but is gone (being removed). It
@@ -133,7 +133,7 @@ func (deviceGoneError) Is(target error) bool { return target == fs.ErrNotExist }
 func (c *Context) getContext() error {
 	var ncv uint32
 	var core uint64
-	m := sys.NewMethod("uverbs GET_CONTEXT", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
+	m := sys.NewMethod("uverbs Open: GET_CONTEXT", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
 	m.Out(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, abi.Bytes(&ncv))
 	m.Out(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, abi.Bytes(&core))
 	var drvOut []byte
@@ -147,7 +147,7 @@ func (c *Context) getContext() error {
 	}
 	if drvOut != nil {
 		if err := c.prov.ContextCreated(drvOut); err != nil {
-			return err
+			return providerErr("Open", err)
 		}
 	}
 	c.numCompVectors = int(ncv)
@@ -156,12 +156,12 @@ func (c *Context) getContext() error {
 }
 
 func (c *Context) allocAsyncFD() error {
-	m := sys.NewMethod("uverbs ASYNC_EVENT_ALLOC", abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
+	m := sys.NewMethod("uverbs Open: ASYNC_EVENT_ALLOC", abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
 	h := m.NewHandle(abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	if err := c.exec(m); err != nil {
 		return err
 	}
-	f, err := evfd.New(int(m.Result(h)), "uverbs async event fd")
+	f, err := evfd.New(int(m.Result(h)), "uverbs Open: async event fd")
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (c *Context) allocAsyncFD() error {
 // exec runs an ioctl method on the context's command fd.
 func (c *Context) exec(m *sys.Method) error {
 	if c.closed.Load() {
-		return fmt.Errorf("uverbs: context: %w", ErrClosed)
+		return closedContext(m.Op())
 	}
 	return m.Exec(c.fd, c.driverID)
 }
@@ -238,7 +238,7 @@ func (c *Context) Close() error {
 		return errNil("Context.Close", "Context")
 	}
 	if !c.closed.CompareAndSwap(false, true) {
-		return fmt.Errorf("uverbs: context: %w", ErrClosed)
+		return fmt.Errorf("uverbs Context.Close: %w", ErrClosed)
 	}
 	c.pc.SetClosed()
 	var first error

@@ -59,30 +59,30 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 		return nil, errNil("CreateCQ", "Context")
 	}
 	if c.closed.Load() {
-		return nil, errClosedContext
+		return nil, closedContext("uverbs CreateCQ")
 	}
 	if err := c.checkCQSize("CreateCQ", "Size", cfg.Size); err != nil {
 		return nil, err
 	}
 	if cfg.CompVector < 0 || cfg.CompVector >= max(c.numCompVectors, 1) {
-		return nil, fmt.Errorf("uverbs: CreateCQ: completion vector %d: the device has %d: %w", cfg.CompVector, c.numCompVectors, errInvalid)
+		return nil, fmt.Errorf("uverbs CreateCQ: completion vector %d: the device has %d: %w", cfg.CompVector, c.numCompVectors, errInvalid)
 	}
 	if cfg.Channel != nil {
-		if err := cfg.Channel.usable(c); err != nil {
+		if err := cfg.Channel.usable("CreateCQ", c); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.ParentDomain != nil {
 		if cfg.ParentDomain.td == nil {
-			return nil, fmt.Errorf("uverbs: CreateCQ: ParentDomain is a plain PD, not a parent domain: %w", errInvalid)
+			return nil, fmt.Errorf("uverbs CreateCQ: ParentDomain is a plain PD, not a parent domain: %w", errInvalid)
 		}
-		if err := cfg.ParentDomain.usable(c); err != nil {
+		if err := cfg.ParentDomain.usable("CreateCQ", c); err != nil {
 			return nil, err
 		}
 		cfg.TD = cfg.ParentDomain.inheritTD(cfg.TD)
 	}
 	if cfg.TD != nil {
-		if err := cfg.TD.usable(c); err != nil {
+		if err := cfg.TD.usable("CreateCQ", c); err != nil {
 			return nil, err
 		}
 	}
@@ -94,14 +94,14 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	req, err := c.prov.CQDriverData(cfg.Size)
 	if err != nil {
 		c.dropUserHandle(userHandle)
-		return nil, err
+		return nil, providerErr("CreateCQ", err)
 	}
 	size := cfg.Size
 	if req.Size != 0 {
 		size = req.Size
 	}
 	var respCQE uint32
-	m := sys.NewMethod("uverbs CQ_CREATE", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
+	m := sys.NewMethod("uverbs CreateCQ: CQ_CREATE", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
 	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	m.Out(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, abi.Bytes(&respCQE))
 	m.InUint(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint64(size), 4)
@@ -129,7 +129,7 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 	if err != nil {
 		cq.destroy()
 		req.Abort()
-		return nil, err
+		return nil, providerErr("CreateCQ", err)
 	}
 	cq.q = q
 	cq.door.open(q, cq.locks)
@@ -148,7 +148,7 @@ func (c *Context) CreateCQ(cfg CQConfig) (*CQ, error) {
 // at least 1, at most the device's MaxCQE.
 func (c *Context) checkCQSize(op, field string, size int) error {
 	if size < 1 {
-		return fmt.Errorf("uverbs: %s: %s %d: must be at least 1: %w", op, field, size, errInvalid)
+		return fmt.Errorf("uverbs %s: %s %d: must be at least 1: %w", op, field, size, errInvalid)
 	}
 	return c.checkSize(op, field, uint64(size), func(a *DeviceAttr) int { return a.MaxCQE })
 }
@@ -173,7 +173,7 @@ func (cq *CQ) destroy() error {
 		defer cq.mu.Unlock()
 	}
 	var resp abi.DestroyCQResp
-	m := sys.NewMethod("uverbs CQ_DESTROY", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY)
+	m := sys.NewMethod("uverbs CQ.Close: CQ_DESTROY", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY)
 	m.Handle(abi.UVERBS_ATTR_DESTROY_CQ_HANDLE, cq.handle)
 	m.Out(abi.UVERBS_ATTR_DESTROY_CQ_RESP, abi.Bytes(&resp))
 	if err := m.Exec(cq.ctx.fd, cq.ctx.driverID); err != nil {
@@ -201,7 +201,7 @@ func (cq *CQ) Close() error {
 	if cq == nil {
 		return errNil("CQ.Close", "CQ")
 	}
-	return cq.close()
+	return cq.closeAs("CQ")
 }
 
 // Size is how many completions the CQ holds (0 for a nil CQ).
@@ -212,7 +212,7 @@ func (cq *CQ) Size() int {
 	return cq.size
 }
 
-var errClosedCQ = &sys.Error{Op: "uverbs: CQ", Err: ErrClosed}
+var errClosedCQ = &sys.Error{Op: "uverbs CQ.Poll", Err: fmt.Errorf("CQ: %w", ErrClosed)}
 
 // RequestNotify arms the CQ: its channel gets an event for the next
 // completion, or with solicitedOnly for the next solicited or error
@@ -221,7 +221,7 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if cq == nil {
 		return errNil("CQ.RequestNotify", "CQ")
 	}
-	if err := cq.alive(); err != nil {
+	if err := cq.alive("CQ.RequestNotify"); err != nil {
 		return err
 	}
 	if a, ok := cq.q.(provider.CQArmer); ok {
@@ -235,7 +235,7 @@ func (cq *CQ) RequestNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		req.SolicitedOnly = 1
 	}
-	return cq.ctx.fd.Command("uverbs REQ_NOTIFY_CQ", abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, abi.Bytes(&req), nil)
+	return cq.ctx.fd.Command("uverbs CQ.RequestNotify: REQ_NOTIFY_CQ", abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, abi.Bytes(&req), nil)
 }
 
 // AckEvents acknowledges n completion events returned by the channel's
@@ -277,21 +277,23 @@ func (cq *CQ) Resize(size int) error {
 		return err
 	}
 	if f, ok := cq.q.(provider.FixedSize); ok {
-		return fmt.Errorf("uverbs: CQ.Resize: %s: %w", f.FixedSize(), ErrNotSupported)
+		return fmt.Errorf("uverbs CQ.Resize: %s: %w", f.FixedSize(), ErrNotSupported)
 	}
 	if cq.locks {
 		cq.mu.Lock()
 		defer cq.mu.Unlock()
 	}
-	if err := cq.alive(); err != nil {
+	if err := cq.alive("CQ.Resize"); err != nil {
 		return err
 	}
 	var drv provider.DriverReq
 	if r, ok := cq.q.(provider.CQResizer); ok {
 		var same bool
 		var err error
-		if drv, same, err = r.ResizeReq(size); err != nil || same {
-			return err
+		if drv, same, err = r.ResizeReq(size); err != nil {
+			return providerErr("CQ.Resize", err)
+		} else if same {
+			return nil
 		}
 		size = drv.Size
 	}
@@ -300,12 +302,15 @@ func (cq *CQ) Resize(size int) error {
 	req := abi.ResizeCQ{CQHandle: cq.handle, CQE: uint32(size)}
 	req.Response = sys.PointerTo(resp)
 	in := append(append([]byte{}, abi.Bytes(&req)...), drv.In...) // the core request, then the driver's
-	if err := cq.ctx.fd.Command("uverbs RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, in, resp); err != nil {
+	if err := cq.ctx.fd.Command("uverbs CQ.Resize: RESIZE_CQ", abi.IB_USER_VERBS_CMD_RESIZE_CQ, in, resp); err != nil {
 		drv.Abort()
 		return err
 	}
 	var core abi.ResizeCQResp
 	copy(abi.Bytes(&core), resp)
 	cq.size = int(core.CQE)
-	return cq.q.Resized(resp[abi.OffsetofResizeCQRespDriverData:])
+	if err := cq.q.Resized(resp[abi.OffsetofResizeCQRespDriverData:]); err != nil {
+		return providerErr("CQ.Resize", err)
+	}
+	return nil
 }

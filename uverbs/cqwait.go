@@ -38,11 +38,11 @@ func (cq *CQ) PollContext(ctx context.Context, wc []WorkCompletion) (int, error)
 		return 0, errNil("CQ.PollContext", "context.Context")
 	}
 	if len(wc) == 0 {
-		return 0, fmt.Errorf("uverbs: CQ.PollContext: an empty slice would never take a completion: %w", errInvalid)
+		return 0, fmt.Errorf("uverbs CQ.PollContext: an empty slice would never take a completion: %w", errInvalid)
 	}
 	ch := cq.channel
 	if ch == nil {
-		return 0, fmt.Errorf("uverbs: CQ.PollContext: the CQ has no completion channel to wait on (CQConfig.Channel): %w", errInvalid)
+		return 0, fmt.Errorf("uverbs CQ.PollContext: the CQ has no completion channel to wait on (CQConfig.Channel): %w", errInvalid)
 	}
 	armed := false
 	for {

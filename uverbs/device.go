@@ -71,11 +71,11 @@ func Devices() ([]Device, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: listing devices: %w", err)
+		return nil, fmt.Errorf("uverbs Devices: %w", err)
 	}
 	abi, err := readInt(filepath.Join(classDir, "abi_version"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("uverbs: %w", err)
+		return nil, fmt.Errorf("uverbs Devices: %w", err)
 	}
 	var devs []Device
 	for _, e := range entries {
@@ -87,7 +87,7 @@ func Devices() ([]Device, error) {
 			continue // removed while we looked
 		}
 		if err != nil {
-			return nil, fmt.Errorf("uverbs: %w", err)
+			return nil, fmt.Errorf("uverbs Devices: %w", err)
 		}
 		d.ABIVersion = abi
 		devs = append(devs, d)
@@ -180,7 +180,7 @@ type notFoundError struct {
 }
 
 func (e *notFoundError) Error() string {
-	s := "uverbs: no RDMA device named " + strconv.Quote(e.name)
+	s := "uverbs DeviceByName: no RDMA device named " + strconv.Quote(e.name)
 	switch {
 	case len(e.present) > 0:
 		var b strings.Builder

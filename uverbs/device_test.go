@@ -302,8 +302,8 @@ func TestDevicesErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Devices() = %v, want an error", devs)
 			}
-			if !strings.HasPrefix(err.Error(), "uverbs: ") || !strings.Contains(err.Error(), tt.mention) {
-				t.Errorf("error %q does not start with \"uverbs: \" and mention %q", err, tt.mention)
+			if !strings.HasPrefix(err.Error(), "uverbs Devices: ") || !strings.Contains(err.Error(), tt.mention) {
+				t.Errorf("error %q does not start with \"uverbs Devices: \" and mention %q", err, tt.mention)
 			}
 		})
 	}

@@ -63,6 +63,13 @@
 //
 // Errors wrap the kernel's errno and name the operation, so both
 // errors.Is(err, syscall.EINVAL) and errors.Is(err, ErrNotSupported) work.
+// The text starts with "uverbs" and the method called, as spelled in Go
+// (Type.Method where the bare name is ambiguous), then the cause, with
+// the kernel command that failed, if one did: "uverbs CreateQP:
+// QP_CREATE: invalid argument", "uverbs QueryPort rxe0/1: ...",
+// "uverbs PostSend: QP in INIT, sends are taken from RTS on: invalid
+// argument". A call made inside another is named in the cause
+// ("uverbs ConnectRC: QueryPort rxe0/2: ...").
 // Where the errno alone would leave one guessing, the message says why: a
 // registration refused for the locked-memory limit names RLIMIT_MEMLOCK,
 // the limit, the bytes asked and how to raise the limit ([PD.RegMR]); an

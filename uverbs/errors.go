@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/purerdma/rdma/internal/sys"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
@@ -23,16 +24,48 @@ var (
 	ErrBusy = sys.ErrBusy
 )
 
-var errClosedContext = &sys.Error{Op: "uverbs: context", Err: ErrClosed}
+// closedContext is the error for a call on a closed context; op is the
+// call's prefix ("uverbs AllocPD").
+func closedContext(op string) error {
+	return &sys.Error{Op: op, Err: fmt.Errorf("context: %w", ErrClosed)}
+}
 
 // errInvalid is EINVAL for bad input caught before a kernel call.
 var errInvalid = sys.ErrInvalid
+
+// nested is the error of a call this package made inside another
+// (QueryPort inside ConnectRC): its text drops the package name, so the
+// outer call's "uverbs <Operation>: " stays the only prefix, and the
+// inner one reads as part of the cause. It unwraps to the error itself.
+type nested struct{ err error }
+
+func (e nested) Error() string { return strings.TrimPrefix(e.err.Error(), "uverbs ") }
+func (e nested) Unwrap() error { return e.err }
+
+// inner wraps err, from a call inside another, as nested; nil stays nil.
+func inner(err error) error {
+	if err == nil {
+		return nil
+	}
+	return nested{err}
+}
+
+// providerErr names op in an error of the provider layer ("rxe map
+// CQ: ..." becomes "uverbs CreateCQ: rxe map CQ: ..."). A provider error
+// that names a uverbs operation itself (mlx5's still do) is returned as
+// it is, so the text never carries two prefixes.
+func providerErr(op string, err error) error {
+	if strings.HasPrefix(err.Error(), "uverbs") {
+		return err
+	}
+	return fmt.Errorf("uverbs %s: %w", op, err)
+}
 
 // errNil is the error for a nil receiver, argument or context: op names
 // the call ("QP.PostSend"), what the nil thing ("QP", "work request").
 // It matches EINVAL.
 func errNil(op, what string) error {
-	return fmt.Errorf("uverbs: %s: nil %s: %w", op, what, errInvalid)
+	return fmt.Errorf("uverbs %s: nil %s: %w", op, what, errInvalid)
 }
 
 // PostError reports a post list that failed part way: the work requests

@@ -333,7 +333,7 @@ func FuzzSysfsDevice(f *testing.F) {
 			wantErr = "state"
 		}
 		if wantErr != "" {
-			if err == nil || !strings.HasPrefix(err.Error(), "uverbs: ") || !strings.Contains(err.Error(), wantErr) {
+			if err == nil || !strings.HasPrefix(err.Error(), "uverbs Devices: ") || !strings.Contains(err.Error(), wantErr) {
 				t.Fatalf("Devices = %v, %v; want an error naming %s", devs, err, wantErr)
 			}
 			return

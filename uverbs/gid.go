@@ -63,7 +63,7 @@ func (g GID) IsZero() bool { return g == GID{} }
 func ParseGID(s string) (GID, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil || a.Zone() != "" {
-		return GID{}, fmt.Errorf("uverbs: malformed GID %q", s)
+		return GID{}, fmt.Errorf("uverbs ParseGID: malformed GID %q", s)
 	}
 	return GID(a.As16()), nil
 }
@@ -118,11 +118,11 @@ var sizeofGIDEntry = len(abi.Bytes(&abi.GIDEntry{}))
 // left out. It needs Linux 5.10 or later.
 func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 	if c == nil {
-		return nil, errNil("Context.GIDTable", "Context")
+		return nil, errNil("GIDTable", "Context")
 	}
-	op := "uverbs QUERY_GID_TABLE " + c.portName(port)
+	op := "uverbs GIDTable " + c.portName(port)
 	if c.closed.Load() {
-		return nil, errClosedContext
+		return nil, closedContext("uverbs GIDTable")
 	}
 	if err := c.checkPort(op, port); err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (c *Context) GIDTable(port int) ([]GIDEntry, error) {
 	}
 	raw := make([]abi.GIDEntry, n)
 	var num uint64
-	m := sys.NewMethod(op, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE)
+	m := sys.NewMethod(op+": QUERY_GID_TABLE", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE)
 	m.InUint(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, uint64(sizeofGIDEntry), 8)
 	m.InUint(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0, 4)
 	m.Out(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, abi.BytesOfSlice(raw))
@@ -221,7 +221,7 @@ func netdevNames() map[int]string {
 // index past the table's end one matching EINVAL. It needs Linux 5.10
 // or later.
 func (c *Context) QueryGIDEntry(port, index int) (GIDEntry, error) {
-	r, err := c.queryGIDEntry(port, index)
+	r, err := c.queryGIDEntry("QueryGIDEntry", port, index)
 	if err != nil {
 		return GIDEntry{}, err
 	}
@@ -236,21 +236,21 @@ func (c *Context) QueryGIDEntry(port, index int) (GIDEntry, error) {
 // (ibv_query_gid). Unlike ibv_query_gid, which returns a zero GID for
 // an empty entry, it fails with an error matching ENODATA.
 func (c *Context) QueryGID(port, index int) (GID, error) {
-	r, err := c.queryGIDEntry(port, index)
+	r, err := c.queryGIDEntry("QueryGID", port, index)
 	if err != nil {
 		return GID{}, err
 	}
 	return gidEntry(&r).GID, nil
 }
 
-func (c *Context) queryGIDEntry(port, index int) (abi.GIDEntry, error) {
+func (c *Context) queryGIDEntry(name string, port, index int) (abi.GIDEntry, error) {
 	var r abi.GIDEntry
 	if c == nil {
-		return r, errNil("Context.QueryGID", "Context")
+		return r, errNil(name, "Context")
 	}
-	op := "uverbs QUERY_GID_ENTRY " + c.portName(port) + " index " + strconv.Itoa(index)
+	op := "uverbs " + name + " " + c.portName(port) + " index " + strconv.Itoa(index)
 	if c.closed.Load() {
-		return r, errClosedContext
+		return r, closedContext(op)
 	}
 	if err := c.checkPort(op, port); err != nil {
 		return r, err
@@ -258,7 +258,7 @@ func (c *Context) queryGIDEntry(port, index int) (abi.GIDEntry, error) {
 	if index < 0 || uint64(index) > math.MaxUint32 {
 		return r, &sys.Error{Op: op, Err: fmt.Errorf("GID index out of range: %w", errInvalid)}
 	}
-	m := sys.NewMethod(op, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY)
+	m := sys.NewMethod(op+": QUERY_GID_ENTRY", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY)
 	m.InUint(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port), 8)
 	m.InUint(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index), 8)
 	m.InUint(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0, 4) // mandatory, unlike QUERY_GID_TABLE's

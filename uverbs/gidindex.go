@@ -23,5 +23,5 @@ func (c *Context) findGIDIndex(port int, gid GID, roceV2 bool) (int, error) {
 	if !roceV2 {
 		kind = "IB/RoCE v1"
 	}
-	return 0, fmt.Errorf("uverbs: %s port %d has no %s GID %s: %w", c.dev.Name, port, kind, netip.AddrFrom16(gid), os.ErrNotExist)
+	return 0, fmt.Errorf("uverbs InitAHFromWC: %s port %d has no %s GID %s: %w", c.dev.Name, port, kind, netip.AddrFrom16(gid), os.ErrNotExist)
 }

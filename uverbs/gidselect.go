@@ -24,10 +24,10 @@ import (
 // 5.10 or later (the GID table query).
 func (c *Context) RoCEv2GIDIndex(port int, addr netip.Addr) (int, error) {
 	if c == nil {
-		return 0, errNil("Context.RoCEv2GIDIndex", "Context")
+		return 0, errNil("RoCEv2GIDIndex", "Context")
 	}
 	if !addr.IsValid() {
-		return 0, fmt.Errorf("uverbs: RoCEv2GIDIndex: the zero netip.Addr: %w", errInvalid)
+		return 0, fmt.Errorf("uverbs RoCEv2GIDIndex: the zero netip.Addr: %w", errInvalid)
 	}
 	table, err := c.GIDTable(port)
 	if err != nil {
@@ -39,7 +39,7 @@ func (c *Context) RoCEv2GIDIndex(port int, addr netip.Addr) (int, error) {
 			return e.Index, nil
 		}
 	}
-	return 0, c.noRoCEv2GID(port, "of "+addr.String(), table)
+	return 0, c.noRoCEv2GID("RoCEv2GIDIndex", port, "of "+addr.String(), table)
 }
 
 // RoCEv2GID returns the RoCE v2 entry of port's GID table to send from
@@ -54,7 +54,7 @@ func (c *Context) RoCEv2GIDIndex(port int, addr netip.Addr) (int, error) {
 // Linux 5.10 or later (the GID table query).
 func (c *Context) RoCEv2GID(port int, netdev string) (GIDEntry, error) {
 	if c == nil {
-		return GIDEntry{}, errNil("Context.RoCEv2GID", "Context")
+		return GIDEntry{}, errNil("RoCEv2GID", "Context")
 	}
 	table, err := c.GIDTable(port)
 	if err != nil {
@@ -79,12 +79,12 @@ func (c *Context) RoCEv2GID(port int, netdev string) (GIDEntry, error) {
 	if netdev == "" {
 		what = "at all"
 	}
-	return GIDEntry{}, c.noRoCEv2GID(port, what, table)
+	return GIDEntry{}, c.noRoCEv2GID("RoCEv2GID", port, what, table)
 }
 
 // noRoCEv2GID is the error for a GID the port does not have: it lists
 // the port's RoCE v2 GIDs, or says that it has none and what it has.
-func (c *Context) noRoCEv2GID(port int, what string, table []GIDEntry) error {
+func (c *Context) noRoCEv2GID(op string, port int, what string, table []GIDEntry) error {
 	var v2 []string
 	types := map[GIDType]bool{}
 	for _, e := range table {
@@ -108,5 +108,5 @@ func (c *Context) noRoCEv2GID(port int, what string, table []GIDEntry) error {
 	default:
 		have = "it has RoCE v1 GIDs only"
 	}
-	return fmt.Errorf("uverbs: %s port %d has no RoCE v2 GID %s; %s: %w", c.dev.Name, port, what, have, os.ErrNotExist)
+	return fmt.Errorf("uverbs %s: %s port %d has no RoCE v2 GID %s; %s: %w", op, c.dev.Name, port, what, have, os.ErrNotExist)
 }

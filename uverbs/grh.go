@@ -27,7 +27,7 @@ type GRH struct {
 // least GRHLen bytes.
 func ParseGRH(b []byte) (GRH, error) {
 	if len(b) < GRHLen {
-		return GRH{}, fmt.Errorf("uverbs: GRH: %d bytes, want %d: %w", len(b), GRHLen, errInvalid)
+		return GRH{}, fmt.Errorf("uverbs ParseGRH: %d bytes, want %d: %w", len(b), GRHLen, errInvalid)
 	}
 	vtf := binary.BigEndian.Uint32(b[0:4])
 	g := GRH{FlowLabel: vtf & 0xfffff}
@@ -36,7 +36,7 @@ func ParseGRH(b []byte) (GRH, error) {
 	case vtf>>28 != 6 && ip4[0]>>4 == 4:
 		g.Version = 4
 	case vtf>>28 != 6:
-		return GRH{}, fmt.Errorf("uverbs: GRH: neither IPv6 nor IPv4 (version nibble %d): %w", vtf>>28, ErrNotSupported)
+		return GRH{}, fmt.Errorf("uverbs ParseGRH: neither IPv6 nor IPv4 (version nibble %d): %w", vtf>>28, ErrNotSupported)
 	case ip4[0] == 0x45 && ipv4Checksum(ip4) == binary.BigEndian.Uint16(ip4[10:12]):
 		// Both version fields can read as valid; a correct IPv4 header
 		// checksum decides, as in rdma-core.
@@ -87,13 +87,13 @@ func ipv4Checksum(h []byte) uint16 {
 // receive buffer, port the port the datagram arrived on.
 func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr, error) {
 	if c == nil {
-		return AHAttr{}, errNil("Context.InitAHFromWC", "Context")
+		return AHAttr{}, errNil("InitAHFromWC", "Context")
 	}
 	if wc == nil {
 		return AHAttr{}, errNil("InitAHFromWC", "work completion")
 	}
 	if port < 1 || port > 255 {
-		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: port %d: %w", port, errInvalid)
+		return AHAttr{}, fmt.Errorf("uverbs InitAHFromWC: port %d: %w", port, errInvalid)
 	}
 	a := AHAttr{DLID: wc.SLID, SL: wc.SL, SrcPathBits: wc.DLIDPathBits, PortNum: port}
 	if wc.Flags&WCWithGRH == 0 {
@@ -104,7 +104,7 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 		return AHAttr{}, err
 	}
 	if g.Dst[0] == 0xff || g.Version == 4 && g.Dst[12]&0xf0 == 0xe0 {
-		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: the datagram went to a multicast group: %w", errInvalid)
+		return AHAttr{}, fmt.Errorf("uverbs InitAHFromWC: the datagram went to a multicast group: %w", errInvalid)
 	}
 	roceV2 := true
 	if g.Version == 6 {
@@ -113,7 +113,7 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 		case 0x1b:
 			roceV2 = false
 		default:
-			return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: next header %#x: %w", g.NextHeader, ErrNotSupported)
+			return AHAttr{}, fmt.Errorf("uverbs InitAHFromWC: next header %#x: %w", g.NextHeader, ErrNotSupported)
 		}
 	}
 	idx, err := c.findGIDIndex(port, g.Dst, roceV2)
@@ -121,7 +121,7 @@ func (c *Context) InitAHFromWC(port int, wc *WorkCompletion, grh []byte) (AHAttr
 		return AHAttr{}, err
 	}
 	if idx > 0xff {
-		return AHAttr{}, fmt.Errorf("uverbs: InitAHFromWC: the datagram's destination is GID index %d, past the 255 an address handle can name: %w", idx, ErrNotSupported)
+		return AHAttr{}, fmt.Errorf("uverbs InitAHFromWC: the datagram's destination is GID index %d, past the 255 an address handle can name: %w", idx, ErrNotSupported)
 	}
 	a.IsGlobal = true
 	a.GRH = GlobalRoute{DGID: g.Src, SGIDIndex: idx, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel}

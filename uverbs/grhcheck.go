@@ -47,7 +47,7 @@ func (c *Context) portIsEthernet(port int) (bool, error) {
 func (c *Context) checkGRH(op, field string, a *AHAttr) error {
 	if a.IsGlobal {
 		if i := a.GRH.SGIDIndex; i < 0 || i > 0xff {
-			return fmt.Errorf("uverbs: %s: %s.GRH.SGIDIndex %d: a GID index is 0 to 255: %w", op, field, i, errInvalid)
+			return fmt.Errorf("uverbs %s: %s.GRH.SGIDIndex %d: a GID index is 0 to 255: %w", op, field, i, errInvalid)
 		}
 		return nil
 	}
@@ -60,7 +60,7 @@ func (c *Context) checkGRH(op, field string, a *AHAttr) error {
 	if r.linkLayer == LinkLayerEthernet {
 		why = "is RoCE (link layer Ethernet), where every address is global: the GRH carries the IP addresses"
 	}
-	return fmt.Errorf("uverbs: %s: %s.IsGlobal is false, but port %s %s; set %[2]s.IsGlobal and %[2]s.GRH: "+
+	return fmt.Errorf("uverbs %s: %s.IsGlobal is false, but port %s %s; set %[2]s.IsGlobal and %[2]s.GRH: "+
 		"DGID (the peer's GID), SGIDIndex (the local GID to send from, e.g. Context.RoCEv2GIDIndex of the local address) "+
 		"and HopLimit (e.g. 64): %[5]w", op, field, c.portName(a.PortNum), why, errInvalid)
 }

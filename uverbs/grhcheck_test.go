@@ -33,17 +33,17 @@ func TestGRHCheck(t *testing.T) {
 			}{
 				{"RTR", QPStateInit, QPAttr{State: QPStateRTR, AHAttr: AHAttr{PortNum: 1}},
 					QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer,
-					"AHAttr", "modify RC QP INIT -> RTR"},
+					"AHAttr", "QP.Modify: RC QP INIT -> RTR"},
 				{"RTR alternate path", QPStateInit, QPAttr{State: QPStateRTR, AHAttr: global, AltAHAttr: AHAttr{PortNum: 1}, AltPortNum: 1},
 					QPAttrState | QPAttrAV | QPAttrAltPath | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer,
-					"AltAHAttr", "modify RC QP INIT -> RTR"},
+					"AltAHAttr", "QP.Modify: RC QP INIT -> RTR"},
 				{"RTS alternate path", QPStateRTR, QPAttr{State: QPStateRTS, AltAHAttr: AHAttr{PortNum: 1}, AltPortNum: 1},
 					QPAttrState | QPAttrAltPath | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrSQPSN | QPAttrMaxQPRdAtomic,
-					"AltAHAttr", "modify RC QP RTR -> RTS"},
+					"AltAHAttr", "QP.Modify: RC QP RTR -> RTS"},
 			} {
 				qp.pv.State.Store(uint32(tt.from))
 				err := qp.Modify(&tt.attr, tt.mask)
-				want := "uverbs: " + tt.op + ": " + tt.field + ".IsGlobal is false, but " + why
+				want := "uverbs " + tt.op + ": " + tt.field + ".IsGlobal is false, but " + why
 				if err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, syscall.EINVAL) {
 					t.Errorf("%s: Modify = %v; want %q... matching EINVAL", tt.name, err, want)
 					continue
@@ -60,7 +60,7 @@ func TestGRHCheck(t *testing.T) {
 
 			pd := &PD{resource: resource{ctx: c, kind: "PD", handle: 1}}
 			ah, err := pd.CreateAH(AHAttr{PortNum: 1, DLID: 3})
-			want := "uverbs: CreateAH: AHAttr.IsGlobal is false, but " + why
+			want := "uverbs CreateAH: AHAttr.IsGlobal is false, but " + why
 			if ah != nil || err == nil || !strings.HasPrefix(err.Error(), want) || !errors.Is(err, syscall.EINVAL) {
 				t.Errorf("CreateAH = %v, %v; want %q... matching EINVAL", ah, err, want)
 			}

@@ -69,10 +69,10 @@ const flushAccess = AccessFlushGlobal | AccessFlushPersistent
 // libibverbs does.
 func mrAccess(op string, access Access, coreSupport uint64) (Access, error) {
 	if unknown := access &^ knownAccess; unknown != 0 {
-		return 0, fmt.Errorf("uverbs: %s: unknown access bits %#x in %v: %w", op, uint32(unknown), access, errInvalid)
+		return 0, fmt.Errorf("uverbs %s: unknown access bits %#x in %v: %w", op, uint32(unknown), access, errInvalid)
 	}
 	if access&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && access&AccessLocalWrite == 0 {
-		return 0, fmt.Errorf("uverbs: %s: access %v: remote write and remote atomic access require AccessLocalWrite as well (InfiniBand verbs rule, checked by ib_check_mr_access too): %w", op, access, errInvalid)
+		return 0, fmt.Errorf("uverbs %s: access %v: remote write and remote atomic access require AccessLocalWrite as well (InfiniBand verbs rule, checked by ib_check_mr_access too): %w", op, access, errInvalid)
 	}
 	if coreSupport&abi.IB_UVERBS_CORE_SUPPORT_OPTIONAL_MR_ACCESS == 0 {
 		access &^= optionalAccess
@@ -114,10 +114,10 @@ func (c *Context) OptionalMRAccess() bool {
 // matches the errno (errors.Is(err, syscall.ENOMEM)).
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if pd == nil {
-		return nil, fmt.Errorf("uverbs: RegMR: nil PD: %w", errInvalid)
+		return nil, fmt.Errorf("uverbs RegMR: nil PD: %w", errInvalid)
 	}
 	if len(buf) == 0 {
-		return nil, fmt.Errorf("uverbs: RegMR: empty buffer: %w", errInvalid)
+		return nil, fmt.Errorf("uverbs RegMR: empty buffer: %w", errInvalid)
 	}
 	kaccess, err := mrAccess("RegMR", access, pd.ctx.coreSupport)
 	if err != nil {
@@ -125,7 +125,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	// Counted first, so a concurrent PD.Close sees the user.
 	pd.use()
-	if err := pd.alive(); err != nil {
+	if err := pd.alive("RegMR"); err != nil {
 		pd.release()
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if err != nil {
 		st.unhold()
 		pd.release()
-		return nil, pinError(c.flushError("uverbs REG_MR", kaccess, err), kaccess, st.length)
+		return nil, pinError(c.flushError("uverbs RegMR: REG_MR", kaccess, err), kaccess, st.length)
 	}
 	mr := &MR{pv: provider.MR{LKey: resp.LKey, RKey: resp.RKey}}
 	mr.resource = resource{ctx: c, kind: "MR", handle: resp.MRHandle, closer: mr.destroy}
@@ -168,13 +168,13 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 func (c *Context) regMRCommand(req *abi.RegMR, resp *abi.RegMRResp) error {
 	d, ok := c.prov.(provider.MRDriverData)
 	if !ok {
-		return c.fd.Command("uverbs REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, abi.Bytes(req), abi.Bytes(resp))
+		return c.fd.Command("uverbs RegMR: REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, abi.Bytes(req), abi.Bytes(resp))
 	}
 	drvIn, drvOutLen := d.RegMRDriverData()
 	out := make([]byte, len(abi.Bytes(resp))+drvOutLen)
 	req.Response = sys.PointerTo(out)
 	in := append(append([]byte(nil), abi.Bytes(req)...), drvIn...)
-	err := c.fd.Command("uverbs REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, in, out)
+	err := c.fd.Command("uverbs RegMR: REG_MR", abi.IB_USER_VERBS_CMD_REG_MR, in, out)
 	copy(abi.Bytes(resp), out)
 	return err
 }
@@ -183,7 +183,7 @@ func (c *Context) regMRCommand(req *abi.RegMR, resp *abi.RegMRResp) error {
 // MaxMRSize, when the device could be asked.
 func (c *Context) checkMRSize(op string, n int) error {
 	if a, err := c.deviceAttr(); err == nil && a.MaxMRSize > 0 && uint64(n) > a.MaxMRSize {
-		return fmt.Errorf("uverbs: %s: %d bytes: more than the %d %s registers at once: %w", op, n, a.MaxMRSize, c.dev.Name, errInvalid)
+		return fmt.Errorf("uverbs %s: %d bytes: more than the %d %s registers at once: %w", op, n, a.MaxMRSize, c.dev.Name, errInvalid)
 	}
 	return nil
 }
@@ -194,11 +194,11 @@ func (pd *PD) RegBuffer(b *Buffer, access Access) (*MR, error) {
 		return nil, errNil("RegBuffer", "PD")
 	}
 	if b == nil {
-		return nil, fmt.Errorf("uverbs: RegBuffer: nil Buffer: %w", errInvalid)
+		return nil, fmt.Errorf("uverbs RegBuffer: nil Buffer: %w", errInvalid)
 	}
 	mem := b.Bytes()
 	if mem == nil {
-		return nil, fmt.Errorf("uverbs: RegBuffer: Buffer: %w", ErrClosed)
+		return nil, fmt.Errorf("uverbs RegBuffer: Buffer: %w", ErrClosed)
 	}
 	return pd.RegMR(mem, access)
 }
@@ -287,7 +287,7 @@ func (e *featureError) Is(target error) bool { return target == ErrNotSupported 
 func (mr *MR) destroy() error {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
-	m := sys.NewMethod("uverbs MR_DESTROY", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY)
+	m := sys.NewMethod("uverbs MR.Close: MR_DESTROY", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY)
 	m.Handle(abi.UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle)
 	if err := m.Exec(mr.ctx.fd, mr.ctx.driverID); err != nil {
 		return err
@@ -307,7 +307,7 @@ func (mr *MR) Close() error {
 	if mr == nil {
 		return errNil("MR.Close", "MR")
 	}
-	return mr.close()
+	return mr.closeAs("MR")
 }
 
 // The accessors return zero values for a nil MR.
@@ -389,25 +389,25 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		return errNil("MR.Rereg", "MR")
 	}
 	if flags == 0 {
-		return fmt.Errorf("uverbs: MR.Rereg: no change requested: %w", errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: no change requested: %w", errInvalid)
 	}
 	if flags&^reregAll != 0 {
-		return fmt.Errorf("uverbs: MR.Rereg: unknown flags %v: %w", flags, errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: unknown flags %v: %w", flags, errInvalid)
 	}
 	if flags&ReregTranslation != 0 && len(buf) == 0 {
-		return fmt.Errorf("uverbs: MR.Rereg: ReregTranslation with an empty buffer: %w", errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: ReregTranslation with an empty buffer: %w", errInvalid)
 	}
 	if flags&ReregTranslation == 0 && buf != nil {
-		return fmt.Errorf("uverbs: MR.Rereg: a buffer given without ReregTranslation: %w", errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: a buffer given without ReregTranslation: %w", errInvalid)
 	}
 	if flags&ReregPD != 0 && pd == nil {
-		return fmt.Errorf("uverbs: MR.Rereg: ReregPD with a nil PD: %w", errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: ReregPD with a nil PD: %w", errInvalid)
 	}
 	if flags&ReregPD == 0 && pd != nil {
-		return fmt.Errorf("uverbs: MR.Rereg: a PD given without ReregPD: %w", errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: a PD given without ReregPD: %w", errInvalid)
 	}
 	if flags&ReregAccess == 0 && access != 0 {
-		return fmt.Errorf("uverbs: MR.Rereg: access %v given without ReregAccess: %w", access, errInvalid)
+		return fmt.Errorf("uverbs MR.Rereg: access %v given without ReregAccess: %w", access, errInvalid)
 	}
 	c := mr.ctx
 	var kaccess Access
@@ -419,7 +419,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 	}
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
-	if err := mr.alive(); err != nil {
+	if err := mr.alive("MR.Rereg"); err != nil {
 		return err
 	}
 	old := mr.st.Load()
@@ -429,7 +429,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 	}
 	if flags&ReregPD != 0 {
 		pd.use()
-		if err := pd.usable(c); err != nil {
+		if err := pd.usable("MR.Rereg", c); err != nil {
 			pd.release()
 			return err
 		}
@@ -462,7 +462,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		PDHandle:    next.pd.handle,
 		AccessFlags: uint32(next.access),
 	}
-	err := c.fd.Command("uverbs REREG_MR", abi.IB_USER_VERBS_CMD_REREG_MR, abi.Bytes(&req), abi.Bytes(&resp))
+	err := c.fd.Command("uverbs MR.Rereg: REREG_MR", abi.IB_USER_VERBS_CMD_REREG_MR, abi.Bytes(&req), abi.Bytes(&resp))
 	runtime.KeepAlive(buf)
 	if err != nil {
 		if flags&ReregTranslation != 0 {
@@ -472,7 +472,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 			pd.release()
 		}
 		if flags&ReregAccess != 0 {
-			err = c.flushError("uverbs REREG_MR", kaccess, err)
+			err = c.flushError("uverbs MR.Rereg: REREG_MR", kaccess, err)
 		}
 		if flags&ReregTranslation != 0 {
 			err = pinError(err, next.access, next.length)
@@ -480,7 +480,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 		if errors.Is(err, ErrNotSupported) {
 			var fe *featureError
 			if !errors.As(err, &fe) {
-				err = &featureError{msg: fmt.Sprintf("uverbs: MR.Rereg(%v): not supported by %s (driver %s)", flags, c.dev.Name, c.prov.Name()), err: err}
+				err = &featureError{msg: fmt.Sprintf("uverbs MR.Rereg: %v: not supported by %s (driver %s)", flags, c.dev.Name, c.prov.Name()), err: err}
 			}
 		}
 		return err

@@ -52,13 +52,13 @@ type MW struct {
 // cannot be closed while the window is open.
 func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 	if pd == nil {
-		return nil, fmt.Errorf("uverbs: AllocMW: nil PD: %w", errInvalid)
+		return nil, fmt.Errorf("uverbs AllocMW: nil PD: %w", errInvalid)
 	}
 	if typ != MWType1 && typ != MWType2 {
-		return nil, fmt.Errorf("uverbs: AllocMW: %v: the types are MWType1 and MWType2: %w", typ, errInvalid)
+		return nil, fmt.Errorf("uverbs AllocMW: %v: the types are MWType1 and MWType2: %w", typ, errInvalid)
 	}
 	pd.use()
-	if err := pd.alive(); err != nil {
+	if err := pd.alive("AllocMW"); err != nil {
 		pd.release()
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 		PDHandle: pd.handle,
 		MWType:   uint8(typ),
 	}
-	if err := c.fd.Command("uverbs ALLOC_MW", abi.IB_USER_VERBS_CMD_ALLOC_MW, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+	if err := c.fd.Command("uverbs AllocMW: ALLOC_MW", abi.IB_USER_VERBS_CMD_ALLOC_MW, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		pd.release()
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func (pd *PD) AllocMW(typ MWType) (*MW, error) {
 }
 
 func (mw *MW) destroy() error {
-	m := sys.NewMethod("uverbs MW_DESTROY", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY)
+	m := sys.NewMethod("uverbs MW.Close: MW_DESTROY", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY)
 	m.Handle(abi.UVERBS_ATTR_DESTROY_MW_HANDLE, mw.handle)
 	if err := m.Exec(mw.ctx.fd, mw.ctx.driverID); err != nil {
 		return err
@@ -96,7 +96,7 @@ func (mw *MW) Close() error {
 	if mw == nil {
 		return errNil("MW.Close", "MW")
 	}
-	return mw.close()
+	return mw.closeAs("MW")
 }
 
 // RKey is the key remote peers use with the window once it is bound (0

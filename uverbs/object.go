@@ -27,33 +27,41 @@ func (r *resource) release() { r.users.Add(-1) }
 
 // errNotMade is the error for an object that no constructor of this
 // package made (a zero value): it has no kernel object behind it.
-var errNotMade = fmt.Errorf("uverbs: an object not made by this package (a zero value): %w", errInvalid)
+var errNotMade = fmt.Errorf("an object not made by this package (a zero value): %w", errInvalid)
 
-// alive reports ErrClosed for a closed object or context.
-func (r *resource) alive() error {
+// notMade names op in errNotMade.
+func notMade(op string) error { return fmt.Errorf("uverbs %s: %w", op, errNotMade) }
+
+// alive reports ErrClosed for a closed object or context; op names the
+// call ("CreateQP", "QP.Modify").
+func (r *resource) alive(op string) error {
 	if r.ctx == nil {
-		return errNotMade
+		return notMade(op)
 	}
 	if r.closed.Load() {
-		return fmt.Errorf("uverbs: %s: %w", r.kind, ErrClosed)
+		return fmt.Errorf("uverbs %s: %s: %w", op, r.kind, ErrClosed)
 	}
 	if r.ctx.closed.Load() {
-		return fmt.Errorf("uverbs: %s: context: %w", r.kind, ErrClosed)
+		return fmt.Errorf("uverbs %s: %s: context: %w", op, r.kind, ErrClosed)
 	}
 	return nil
 }
 
 // close destroys the object once. An object others still depend on is
 // refused with EBUSY before any kernel call, and stays open.
-func (r *resource) close() error {
+func (r *resource) close() error { return r.closeAs(r.kind) }
+
+// closeAs is close for a Close method of type kind ("QP"), which names
+// it in errors even for a zero value (whose r.kind is empty).
+func (r *resource) closeAs(kind string) error {
 	if r.ctx == nil {
-		return errNotMade
+		return notMade(kind + ".Close")
 	}
 	if r.users.Load() > 0 {
-		return sys.InUse("uverbs close "+r.kind, int(r.users.Load()))
+		return sys.InUse("uverbs "+kind+".Close", int(r.users.Load()))
 	}
 	if !r.closed.CompareAndSwap(false, true) {
-		return fmt.Errorf("uverbs: %s: %w", r.kind, ErrClosed)
+		return fmt.Errorf("uverbs %s.Close: %w", kind, ErrClosed)
 	}
 	err := r.closer()
 	r.ctx.untrack(r)
@@ -102,12 +110,12 @@ func (g *registry) newestFirst() []*resource {
 
 // usable checks that r can be used with an object of c: it is open and
 // belongs to the same context (objects of another device are foreign).
-func (r *resource) usable(c *Context) error {
+func (r *resource) usable(op string, c *Context) error {
 	if r.ctx == nil {
-		return errNotMade
+		return notMade(op)
 	}
 	if r.ctx != c {
-		return fmt.Errorf("uverbs: %s belongs to device %s, not %s", r.kind, r.ctx.dev.Name, c.dev.Name)
+		return fmt.Errorf("uverbs %s: %s belongs to device %s, not %s", op, r.kind, r.ctx.dev.Name, c.dev.Name)
 	}
-	return r.alive()
+	return r.alive(op)
 }

@@ -23,20 +23,20 @@ type PD struct {
 // AllocPD allocates a protection domain (ibv_alloc_pd).
 func (c *Context) AllocPD() (*PD, error) {
 	if c == nil {
-		return nil, errNil("Context.AllocPD", "Context")
+		return nil, errNil("AllocPD", "Context")
 	}
 	if c.closed.Load() {
-		return nil, errClosedContext
+		return nil, closedContext("uverbs AllocPD")
 	}
 	var req abi.AllocPD
 	var resp abi.AllocPDResp
 	req.Response = sys.PointerTo(abi.Bytes(&resp))
-	if err := c.fd.Command("uverbs ALLOC_PD", abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+	if err := c.fd.Command("uverbs AllocPD: ALLOC_PD", abi.IB_USER_VERBS_CMD_ALLOC_PD, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return nil, err
 	}
 	pd := &PD{resource: resource{ctx: c, kind: "PD", handle: resp.PDHandle}}
 	pd.closer = func() error {
-		m := sys.NewMethod("uverbs PD_DESTROY", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY)
+		m := sys.NewMethod("uverbs PD.Close: PD_DESTROY", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY)
 		m.Handle(abi.UVERBS_ATTR_DESTROY_PD_HANDLE, pd.handle)
 		return m.Exec(c.fd, c.driverID)
 	}
@@ -63,12 +63,12 @@ func (c *Context) AllocParentDomain(pd *PD, td *TD) (*PD, error) {
 		return nil, errNil(op, "TD")
 	}
 	if pd.td != nil {
-		return nil, fmt.Errorf("uverbs: %s: the PD is a parent domain already: %w", op, errInvalid)
+		return nil, fmt.Errorf("uverbs %s: the PD is a parent domain already: %w", op, errInvalid)
 	}
-	if err := pd.usable(c); err != nil {
+	if err := pd.usable("AllocParentDomain", c); err != nil {
 		return nil, err
 	}
-	if err := td.usable(c); err != nil {
+	if err := td.usable("AllocParentDomain", c); err != nil {
 		return nil, err
 	}
 	d := &PD{resource: resource{ctx: c, kind: "parent domain", handle: pd.handle}, td: td, parent: pd}
@@ -106,7 +106,7 @@ func (pd *PD) Close() error {
 	if pd == nil {
 		return errNil("PD.Close", "PD")
 	}
-	return pd.close()
+	return pd.closeAs("PD")
 }
 
 // Context is the context the PD belongs to (nil for a nil PD).

@@ -22,14 +22,14 @@ func TestPortNumChecks(t *testing.T) {
 		mask QPAttrMask
 		msg  string
 	}{
-		{"port 0", QPAttr{}, QPAttrPort, "uverbs: modify QP: PortNum: rxe0 has no port 0 (its ports are 1 to 1): invalid argument"},
-		{"port 2", QPAttr{PortNum: 2}, QPAttrPort, "uverbs: modify QP: PortNum: rxe0 has no port 2 (its ports are 1 to 1): invalid argument"},
-		{"port 257", QPAttr{PortNum: 257}, QPAttrPort, "uverbs: modify QP: PortNum: rxe0 has no port 257 (its ports are 1 to 1): invalid argument"},
-		{"port -1", QPAttr{PortNum: -1}, QPAttrPort | QPAttrState, "uverbs: modify QP: PortNum: rxe0 has no port -1 (its ports are 1 to 1): invalid argument"},
-		{"AV port 0", QPAttr{PortNum: 1}, QPAttrPort | QPAttrAV, "uverbs: modify QP: AHAttr.PortNum: rxe0 has no port 0 (its ports are 1 to 1): invalid argument"},
+		{"port 0", QPAttr{}, QPAttrPort, "uverbs QP.Modify: PortNum: rxe0 has no port 0 (its ports are 1 to 1): invalid argument"},
+		{"port 2", QPAttr{PortNum: 2}, QPAttrPort, "uverbs QP.Modify: PortNum: rxe0 has no port 2 (its ports are 1 to 1): invalid argument"},
+		{"port 257", QPAttr{PortNum: 257}, QPAttrPort, "uverbs QP.Modify: PortNum: rxe0 has no port 257 (its ports are 1 to 1): invalid argument"},
+		{"port -1", QPAttr{PortNum: -1}, QPAttrPort | QPAttrState, "uverbs QP.Modify: PortNum: rxe0 has no port -1 (its ports are 1 to 1): invalid argument"},
+		{"AV port 0", QPAttr{PortNum: 1}, QPAttrPort | QPAttrAV, "uverbs QP.Modify: AHAttr.PortNum: rxe0 has no port 0 (its ports are 1 to 1): invalid argument"},
 		{"alt port 256", QPAttr{AltPortNum: 256, AltAHAttr: AHAttr{PortNum: 1}}, QPAttrAltPath,
-			"uverbs: modify QP: AltPortNum: rxe0 has no port 256 (its ports are 1 to 1): invalid argument"},
-		{"alt AV port 0", QPAttr{AltPortNum: 1}, QPAttrAltPath, "uverbs: modify QP: AltAHAttr.PortNum: rxe0 has no port 0 (its ports are 1 to 1): invalid argument"},
+			"uverbs QP.Modify: AltPortNum: rxe0 has no port 256 (its ports are 1 to 1): invalid argument"},
+		{"alt AV port 0", QPAttr{AltPortNum: 1}, QPAttrAltPath, "uverbs QP.Modify: AltAHAttr.PortNum: rxe0 has no port 0 (its ports are 1 to 1): invalid argument"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := qp.Modify(&tt.attr, tt.mask)
@@ -48,7 +48,7 @@ func TestPortNumChecks(t *testing.T) {
 	pd := &PD{resource: resource{ctx: c, kind: "PD", handle: 1}}
 	for _, port := range []int{0, -1, 2, 256} {
 		ah, err := pd.CreateAH(AHAttr{PortNum: port})
-		want := "uverbs: CreateAH: PortNum: rxe0 has no port " + strconv.Itoa(port) + " (its ports are 1 to 1): invalid argument"
+		want := "uverbs CreateAH: PortNum: rxe0 has no port " + strconv.Itoa(port) + " (its ports are 1 to 1): invalid argument"
 		if ah != nil || err == nil || err.Error() != want || !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("CreateAH(port %d) = %v, %v; want %q matching EINVAL", port, ah, err, want)
 		}

@@ -98,7 +98,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		return nil, errNil("CreateQP", "PD")
 	}
 	c := pd.ctx
-	if err := pd.alive(); err != nil {
+	if err := pd.alive("CreateQP"); err != nil {
 		return nil, err
 	}
 	cfg.TD = pd.inheritTD(cfg.TD)
@@ -117,7 +117,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	}
 	var capOut abi.QPCap
 	var qpNum uint32
-	m := sys.NewMethod("uverbs QP_CREATE", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+	m := sys.NewMethod("uverbs CreateQP: QP_CREATE", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
 	m.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
 	m.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cfg.SendCQ.handle)
 	m.Handle(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, cfg.RecvCQ.handle)
@@ -137,7 +137,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 	req, err := c.prov.QPDriverData(&provider.QPConfig{Type: provider.QPType(cfg.Type), Cap: provider.QPCap(cfg.Cap), HasSRQ: cfg.SRQ != nil})
 	if err != nil {
 		c.dropUserHandle(qp.userHandle)
-		return nil, err
+		return nil, providerErr("CreateQP", err)
 	}
 	driverOut := c.driverData(m, &req)
 	if err := c.exec(m); err != nil {
@@ -165,7 +165,7 @@ func (pd *PD) CreateQP(cfg QPConfig) (*QP, error) {
 		qp.destroyKernel()
 		req.Abort()
 		c.dropUserHandle(qp.userHandle)
-		return nil, err
+		return nil, providerErr("CreateQP", err)
 	}
 	qp.q = q
 	qp.door.open(q)
@@ -182,28 +182,28 @@ func validateQPConfig(c *Context, cfg *QPConfig) error {
 	switch cfg.Type {
 	case QPTypeRC, QPTypeUC, QPTypeUD:
 	default:
-		return fmt.Errorf("uverbs: CreateQP: QP type %v: %w (RC, UC and UD are)", cfg.Type, ErrNotSupported)
+		return fmt.Errorf("uverbs CreateQP: QP type %v: %w (RC, UC and UD are)", cfg.Type, ErrNotSupported)
 	}
 	if cfg.SendCQ == nil || cfg.RecvCQ == nil {
-		return fmt.Errorf("uverbs: CreateQP: SendCQ and RecvCQ are required: %w", errInvalid)
+		return fmt.Errorf("uverbs CreateQP: SendCQ and RecvCQ are required: %w", errInvalid)
 	}
 	for _, r := range []*resource{&cfg.SendCQ.resource, &cfg.RecvCQ.resource} {
-		if err := r.usable(c); err != nil {
+		if err := r.usable("CreateQP", c); err != nil {
 			return err
 		}
 	}
 	if cfg.SRQ != nil {
-		if err := cfg.SRQ.usable(c); err != nil {
+		if err := cfg.SRQ.usable("CreateQP", c); err != nil {
 			return err
 		}
 	}
 	if cfg.TD != nil {
-		if err := cfg.TD.usable(c); err != nil {
+		if err := cfg.TD.usable("CreateQP", c); err != nil {
 			return err
 		}
 	}
 	if cfg.Cap.MaxSendWR == 0 && cfg.Cap.MaxRecvWR == 0 && cfg.SRQ == nil {
-		return fmt.Errorf("uverbs: CreateQP: a QP needs a send or a receive queue (Cap.MaxSendWR, Cap.MaxRecvWR): %w", errInvalid)
+		return fmt.Errorf("uverbs CreateQP: a QP needs a send or a receive queue (Cap.MaxSendWR, Cap.MaxRecvWR): %w", errInvalid)
 	}
 	maxWR := func(a *DeviceAttr) int { return a.MaxQPWR }
 	maxSGE := func(a *DeviceAttr) int { return a.MaxSGE }
@@ -245,7 +245,7 @@ func (qp *QP) deps() []*resource {
 
 func (qp *QP) destroyKernel() error {
 	var resp abi.DestroyQPResp
-	m := sys.NewMethod("uverbs QP_DESTROY", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY)
+	m := sys.NewMethod("uverbs QP.Close: QP_DESTROY", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY)
 	m.Handle(abi.UVERBS_ATTR_DESTROY_QP_HANDLE, qp.handle)
 	m.Out(abi.UVERBS_ATTR_DESTROY_QP_RESP, abi.Bytes(&resp))
 	return m.Exec(qp.ctx.fd, qp.ctx.driverID)
@@ -253,7 +253,7 @@ func (qp *QP) destroyKernel() error {
 
 func (qp *QP) destroy() error {
 	if n := qp.mcast.Load(); n > 0 {
-		return sys.InUse("uverbs QP_DESTROY (attached to multicast groups)", int(n))
+		return sys.InUse("uverbs QP.Close (attached to multicast groups)", int(n))
 	}
 	if qp.locks {
 		qp.smu.Lock()
@@ -280,9 +280,9 @@ func (qp *QP) Close() error {
 		return errNil("QP.Close", "QP")
 	}
 	if qp.mcast.Load() > 0 { // refuse before the closed flag flips
-		return sys.InUse("uverbs QP_DESTROY (attached to multicast groups)", int(qp.mcast.Load()))
+		return sys.InUse("uverbs QP.Close (attached to multicast groups)", int(qp.mcast.Load()))
 	}
-	return qp.close()
+	return qp.closeAs("QP")
 }
 
 // Num is the QP number peers address (0 for a nil QP).
@@ -351,14 +351,14 @@ func (qp *QP) State() QPState {
 // with WCWRFlushErr instead of running, and the error says so.
 func (qp *QP) PostSend(wr *SendWR) error {
 	if qp == nil || wr == nil {
-		return errNilPost("QP.PostSend", qp == nil)
+		return errNilPost("PostSend", qp == nil)
 	}
 	if qp.locks {
 		return qp.postSendLocked(wr)
 	}
 	// The TD path: no lock, and no further frame before the provider.
 	if qp.closed.Load() {
-		return errClosedQP
+		return errClosedQPSend
 	}
 	if st := QPState(qp.pv.State.Load()); st < QPStateRTS {
 		return errSendNotReady[st]
@@ -382,7 +382,7 @@ func (qp *QP) postSendLocked(wr *SendWR) error {
 	qp.smu.Lock()
 	var err error
 	if qp.closed.Load() {
-		err = errClosedQP
+		err = errClosedQPSend
 	} else if st := QPState(qp.pv.State.Load()); st < QPStateRTS {
 		err = errSendNotReady[st]
 	} else {
@@ -411,7 +411,7 @@ func (qp *QP) postSendLocked(wr *SendWR) error {
 // ERR yourself before relying on receives posted to it completing.
 func (qp *QP) PostRecv(wr *RecvWR) error {
 	if qp == nil || wr == nil {
-		return errNilPost("QP.PostRecv", qp == nil)
+		return errNilPost("PostRecv", qp == nil)
 	}
 	if qp.locks {
 		return qp.postRecvLocked(wr)
@@ -427,7 +427,7 @@ func (qp *QP) postRecvLocked(wr *RecvWR) error {
 
 func (qp *QP) postRecvUnlocked(wr *RecvWR) error {
 	if qp.closed.Load() {
-		return errClosedQP
+		return errClosedQPRecv
 	}
 	if qp.srq != nil {
 		return errRecvOnSRQQP
@@ -439,9 +439,10 @@ func (qp *QP) postRecvUnlocked(wr *RecvWR) error {
 }
 
 var (
-	errClosedQP    = &sys.Error{Op: "uverbs: QP", Err: ErrClosed}
-	errRecvOnSRQQP = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("the QP takes receives from its SRQ: %w", errInvalid)}
-	errRecvInReset = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("QP in RESET: %w", errInvalid)}
+	errClosedQPSend = &sys.Error{Op: "uverbs PostSend", Err: fmt.Errorf("QP: %w", ErrClosed)}
+	errClosedQPRecv = &sys.Error{Op: "uverbs PostRecv", Err: fmt.Errorf("QP: %w", ErrClosed)}
+	errRecvOnSRQQP  = &sys.Error{Op: "uverbs PostRecv", Err: fmt.Errorf("the QP takes receives from its SRQ: %w", errInvalid)}
+	errRecvInReset  = &sys.Error{Op: "uverbs PostRecv", Err: fmt.Errorf("QP in RESET: %w", errInvalid)}
 	// errSendNotReady, by state: sends are refused before RTS
 	// (preallocated: the check is on the fast path).
 	errSendNotReady = [...]error{
@@ -452,7 +453,7 @@ var (
 )
 
 func errSendInState(st QPState) error {
-	return &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("QP in %v, sends are taken from RTS on: %w", st, errInvalid)}
+	return &sys.Error{Op: "uverbs PostSend", Err: fmt.Errorf("QP in %v, sends are taken from RTS on: %w", st, errInvalid)}
 }
 
 // errNilPost is the error of a post with a nil QP (nilQP) or a nil work

@@ -202,10 +202,10 @@ var qpTransitions = map[[2]QPState]transition{
 // any kernel call.
 func checkTransition(typ QPType, cur, next QPState, mask QPAttrMask) error {
 	if cur > QPStateErr || next > QPStateErr {
-		return fmt.Errorf("uverbs: modify QP: state %v -> %v: %w", cur, next, errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: state %v -> %v: %w", cur, next, errInvalid)
 	}
 	if mask&QPAttrCurState != 0 && (cur < QPStateRTR || cur > QPStateSQE) {
-		return fmt.Errorf("uverbs: modify QP: CUR_STATE given in %v (only RTR, RTS, SQD, SQE take it): %w", cur, errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: CUR_STATE given in %v (only RTR, RTS, SQD, SQE take it): %w", cur, errInvalid)
 	}
 	var t transition
 	switch {
@@ -215,15 +215,15 @@ func checkTransition(typ QPType, cur, next QPState, mask QPAttrMask) error {
 	default:
 		var ok bool
 		if t, ok = qpTransitions[[2]QPState{cur, next}]; !ok {
-			return fmt.Errorf("uverbs: modify %v QP: %v -> %v is not a valid transition: %w", typ, cur, next, errInvalid)
+			return fmt.Errorf("uverbs QP.Modify: %v QP: %v -> %v is not a valid transition: %w", typ, cur, next, errInvalid)
 		}
 	}
 	req, opt := t.req[typ], t.opt[typ]
 	if missing := req &^ mask; missing != 0 {
-		return fmt.Errorf("uverbs: modify %v QP %v -> %v: missing required attributes %v: %w", typ, cur, next, missing, errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: %v QP %v -> %v: missing required attributes %v: %w", typ, cur, next, missing, errInvalid)
 	}
 	if extra := mask &^ (req | opt | QPAttrState); extra != 0 {
-		return fmt.Errorf("uverbs: modify %v QP %v -> %v: attributes %v not allowed: %w", typ, cur, next, extra, errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: %v QP %v -> %v: attributes %v not allowed: %w", typ, cur, next, extra, errInvalid)
 	}
 	return nil
 }
@@ -239,10 +239,10 @@ const iwarpQPAttrs = QPAttrState | QPAttrCurState | QPAttrAccessFlags | QPAttrPo
 // timeouts: the TCP connection carries those).
 func checkTransitionIWARP(cur, next QPState, mask QPAttrMask) error {
 	if cur > QPStateErr || next > QPStateErr {
-		return fmt.Errorf("uverbs: modify QP: state %v -> %v: %w", cur, next, errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: state %v -> %v: %w", cur, next, errInvalid)
 	}
 	if extra := mask &^ iwarpQPAttrs; extra != 0 {
-		return fmt.Errorf("uverbs: modify iWARP QP %v -> %v: attributes %v do not apply to iWARP (its connection manager sets up the path): %w", cur, next, extra, errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: iWARP QP %v -> %v: attributes %v do not apply to iWARP (its connection manager sets up the path): %w", cur, next, extra, errInvalid)
 	}
 	return nil
 }
@@ -264,11 +264,11 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if qp == nil {
 		return errNil("QP.Modify", "QP")
 	}
-	if err := qp.alive(); err != nil {
+	if err := qp.alive("QP.Modify"); err != nil {
 		return err
 	}
 	if attr == nil {
-		return fmt.Errorf("uverbs: modify QP: nil attributes: %w", errInvalid)
+		return fmt.Errorf("uverbs QP.Modify: nil attributes: %w", errInvalid)
 	}
 	if err := qp.checkPorts(attr, mask); err != nil {
 		return err
@@ -326,7 +326,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if mask&QPAttrAltPath != 0 {
 		b.AltDest = qpDest(attr.AltAHAttr)
 	}
-	if _, err := qp.ctx.fd.CommandEx("uverbs EX_MODIFY_QP", abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, abi.Bytes(&req), nil, 0, 0); err != nil {
+	if _, err := qp.ctx.fd.CommandEx("uverbs QP.Modify: EX_MODIFY_QP", abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, abi.Bytes(&req), nil, 0, 0); err != nil {
 		return err
 	}
 	if mask&QPAttrState != 0 {
@@ -354,7 +354,7 @@ func (qp *QP) checkPorts(attr *QPAttr, mask QPAttrMask) error {
 		{QPAttrAltPath, "AltAHAttr.PortNum", attr.AltAHAttr.PortNum},
 	} {
 		if mask&p.bit != 0 {
-			if err := qp.ctx.checkPort("uverbs: modify QP: "+p.field, p.port); err != nil {
+			if err := qp.ctx.checkPort("uverbs QP.Modify: "+p.field, p.port); err != nil {
 				return err
 			}
 		}
@@ -376,7 +376,7 @@ func (qp *QP) checkGRH(attr *QPAttr, mask QPAttrMask, cur, next QPState) error {
 		{QPAttrAltPath, "AltAHAttr", &attr.AltAHAttr},
 	} {
 		if mask&p.bit != 0 {
-			if err := qp.ctx.checkGRH(fmt.Sprintf("modify %v QP %v -> %v", qp.typ, cur, next), p.field, p.a); err != nil {
+			if err := qp.ctx.checkGRH(fmt.Sprintf("QP.Modify: %v QP %v -> %v", qp.typ, cur, next), p.field, p.a); err != nil {
 				return err
 			}
 		}
@@ -418,11 +418,11 @@ func (qp *QP) EstablishedByCM() error {
 	if qp == nil {
 		return errNil("QP.EstablishedByCM", "QP")
 	}
-	if err := qp.alive(); err != nil {
+	if err := qp.alive("QP.EstablishedByCM"); err != nil {
 		return err
 	}
 	if qp.ctx.dev.Transport != TransportIWARP {
-		return fmt.Errorf("uverbs: QP %#x: EstablishedByCM: %s is not iWARP; its connection manager does not move QPs (use Modify): %w",
+		return fmt.Errorf("uverbs QP.EstablishedByCM: QP %#x: %s is not iWARP; its connection manager does not move QPs (use Modify): %w",
 			qp.num, qp.ctx.dev.Name, errInvalid)
 	}
 	for {
@@ -430,7 +430,7 @@ func (qp *QP) EstablishedByCM() error {
 		switch st := QPState(w & 0xff); st {
 		case QPStateInit, QPStateRTR, QPStateRTS:
 		default:
-			return fmt.Errorf("uverbs: QP %#x: EstablishedByCM: the QP is in %v, not INIT, RTR or RTS: %w", qp.num, st, errInvalid)
+			return fmt.Errorf("uverbs QP.EstablishedByCM: QP %#x: the QP is in %v, not INIT, RTR or RTS: %w", qp.num, st, errInvalid)
 		}
 		if qp.pv.State.CompareAndSwap(w, w&^0xff|uint32(QPStateRTS)) {
 			return nil
@@ -447,13 +447,13 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 	if qp == nil {
 		return QPAttr{}, errNil("QP.Query", "QP")
 	}
-	if err := qp.alive(); err != nil {
+	if err := qp.alive("QP.Query"); err != nil {
 		return QPAttr{}, err
 	}
 	var resp abi.QueryQPResp
 	req := abi.QueryQP{QPHandle: qp.handle, AttrMask: uint32(mask)}
 	req.Response = sys.PointerTo(abi.Bytes(&resp))
-	if err := qp.ctx.fd.Command("uverbs QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+	if err := qp.ctx.fd.Command("uverbs QP.Query: QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return QPAttr{}, err
 	}
 	a := QPAttr{
@@ -482,11 +482,11 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, error) {
 // RoCE the LID is 0 and gid is the group's GID: ff.. for IPv6 groups,
 // ::ffff:a.b.c.d for an IPv4 group on RoCE v2.
 func (qp *QP) AttachMcast(gid GID, lid uint16) error {
-	if err := qp.checkMcast(gid); err != nil {
+	if err := qp.checkMcast("QP.AttachMcast", gid); err != nil {
 		return err
 	}
 	req := abi.AttachMcast{GID: gid, QPHandle: qp.handle, MLID: lid}
-	if err := qp.ctx.fd.Command("uverbs ATTACH_MCAST", abi.IB_USER_VERBS_CMD_ATTACH_MCAST, abi.Bytes(&req), nil); err != nil {
+	if err := qp.ctx.fd.Command("uverbs QP.AttachMcast: ATTACH_MCAST", abi.IB_USER_VERBS_CMD_ATTACH_MCAST, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
 	qp.mcast.Add(1)
@@ -495,29 +495,29 @@ func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 
 // DetachMcast leaves a multicast group (ibv_detach_mcast).
 func (qp *QP) DetachMcast(gid GID, lid uint16) error {
-	if err := qp.checkMcast(gid); err != nil {
+	if err := qp.checkMcast("QP.DetachMcast", gid); err != nil {
 		return err
 	}
 	req := abi.DetachMcast{GID: gid, QPHandle: qp.handle, MLID: lid}
-	if err := qp.ctx.fd.Command("uverbs DETACH_MCAST", abi.IB_USER_VERBS_CMD_DETACH_MCAST, abi.Bytes(&req), nil); err != nil {
+	if err := qp.ctx.fd.Command("uverbs QP.DetachMcast: DETACH_MCAST", abi.IB_USER_VERBS_CMD_DETACH_MCAST, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
 	qp.mcast.Add(-1)
 	return nil
 }
 
-func (qp *QP) checkMcast(gid GID) error {
+func (qp *QP) checkMcast(op string, gid GID) error {
 	if qp == nil {
-		return errNil("QP multicast", "QP")
+		return errNil(op, "QP")
 	}
-	if err := qp.alive(); err != nil {
+	if err := qp.alive(op); err != nil {
 		return err
 	}
 	if qp.typ != QPTypeUD {
-		return fmt.Errorf("uverbs: multicast needs a UD QP, not %v: %w", qp.typ, errInvalid)
+		return fmt.Errorf("uverbs %s: multicast needs a UD QP, not %v: %w", op, qp.typ, errInvalid)
 	}
 	if !isMulticastGID(gid) {
-		return fmt.Errorf("uverbs: %x is not a multicast GID (ff00::/8, or ::ffff:224.0.0.0/100 on RoCE v2): %w", gid[:], errInvalid)
+		return fmt.Errorf("uverbs %s: %x is not a multicast GID (ff00::/8, or ::ffff:224.0.0.0/100 on RoCE v2): %w", op, gid[:], errInvalid)
 	}
 	return nil
 }

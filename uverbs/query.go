@@ -310,13 +310,13 @@ type CQModCaps struct {
 // fills only the fields up to PhysPortCnt, on a kernel without it.
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	if c == nil {
-		return DeviceAttr{}, errNil("Context.QueryDevice", "Context")
+		return DeviceAttr{}, errNil("QueryDevice", "Context")
 	}
 	if c.closed.Load() {
-		return DeviceAttr{}, errClosedContext
+		return DeviceAttr{}, closedContext("uverbs QueryDevice")
 	}
 	var resp abi.ExQueryDeviceResp
-	out, err := c.fd.CommandEx("uverbs EX_QUERY_DEVICE "+c.dev.Name, abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
+	out, err := c.fd.CommandEx("uverbs QueryDevice "+c.dev.Name+": EX_QUERY_DEVICE", abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
 		abi.Bytes(&abi.ExQueryDevice{}), nil, len(abi.Bytes(&resp)), 0)
 	switch {
 	case err == nil:
@@ -332,13 +332,13 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 	}
 	a := decodeDeviceAttr(&resp)
 	if a.FWVer, err = readOptional(c.sysfsPath("fw_ver")); err != nil {
-		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+		return DeviceAttr{}, fmt.Errorf("uverbs QueryDevice %s: %w", c.dev.Name, err)
 	}
 	if a.FWVer == "" {
 		a.FWVer = providerFWVer(c.driverID, a.RawFWVer)
 	}
 	if a.BoardID, err = readOptional(c.sysfsPath("board_id")); err != nil {
-		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+		return DeviceAttr{}, fmt.Errorf("uverbs QueryDevice %s: %w", c.dev.Name, err)
 	}
 	return a, nil
 }
@@ -346,11 +346,11 @@ func (c *Context) QueryDevice() (DeviceAttr, error) {
 // queryDeviceLegacy runs the write() command IB_USER_VERBS_CMD_QUERY_DEVICE.
 func (c *Context) queryDeviceLegacy() (abi.QueryDeviceResp, error) {
 	if c.closed.Load() {
-		return abi.QueryDeviceResp{}, errClosedContext
+		return abi.QueryDeviceResp{}, closedContext("uverbs QueryDevice")
 	}
 	var resp abi.QueryDeviceResp
 	req := abi.QueryDevice{Response: sys.PointerTo(abi.Bytes(&resp))}
-	err := c.fd.Command("uverbs QUERY_DEVICE "+c.dev.Name, abi.IB_USER_VERBS_CMD_QUERY_DEVICE, abi.Bytes(&req), abi.Bytes(&resp))
+	err := c.fd.Command("uverbs QueryDevice "+c.dev.Name+": QUERY_DEVICE", abi.IB_USER_VERBS_CMD_QUERY_DEVICE, abi.Bytes(&req), abi.Bytes(&resp))
 	return resp, err
 }
 
@@ -573,17 +573,17 @@ func (l LinkLayer) String() string {
 // numbered from 1.
 func (c *Context) QueryPort(port int) (PortAttr, error) {
 	if c == nil {
-		return PortAttr{}, errNil("Context.QueryPort", "Context")
+		return PortAttr{}, errNil("QueryPort", "Context")
 	}
-	op := "uverbs QUERY_PORT " + c.portName(port)
+	op := "uverbs QueryPort " + c.portName(port)
 	if c.closed.Load() {
-		return PortAttr{}, errClosedContext
+		return PortAttr{}, closedContext(op)
 	}
 	if err := c.checkPort(op, port); err != nil {
 		return PortAttr{}, err
 	}
 	var resp abi.QueryPortRespEx
-	m := sys.NewMethod(op, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT)
+	m := sys.NewMethod(op+": QUERY_PORT", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT)
 	m.InUint(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port), 8)
 	m.Out(abi.UVERBS_ATTR_QUERY_PORT_RESP, abi.Bytes(&resp))
 	err := c.exec(m)
@@ -603,10 +603,10 @@ func (c *Context) QueryPort(port int) (PortAttr, error) {
 func (c *Context) queryPortLegacy(port int) (abi.QueryPortResp, error) {
 	var resp abi.QueryPortResp
 	if c.closed.Load() {
-		return resp, errClosedContext
+		return resp, closedContext("uverbs QueryPort")
 	}
 	req := abi.QueryPort{Response: sys.PointerTo(abi.Bytes(&resp)), PortNum: uint8(port)}
-	err := c.fd.Command("uverbs QUERY_PORT "+c.portName(port), abi.IB_USER_VERBS_CMD_QUERY_PORT, abi.Bytes(&req), abi.Bytes(&resp))
+	err := c.fd.Command("uverbs QueryPort "+c.portName(port)+": QUERY_PORT", abi.IB_USER_VERBS_CMD_QUERY_PORT, abi.Bytes(&req), abi.Bytes(&resp))
 	return resp, err
 }
 
@@ -647,11 +647,11 @@ func decodePortAttr(r *abi.QueryPortRespEx) PortAttr {
 // default full-membership key.
 func (c *Context) QueryPKey(port, index int) (uint16, error) {
 	if c == nil {
-		return 0, errNil("Context.QueryPKey", "Context")
+		return 0, errNil("QueryPKey", "Context")
 	}
-	op := "uverbs: query P_Key " + c.portName(port) + " index " + strconv.Itoa(index)
+	op := "uverbs QueryPKey " + c.portName(port) + " index " + strconv.Itoa(index)
 	if c.closed.Load() {
-		return 0, errClosedContext
+		return 0, closedContext(op)
 	}
 	if err := c.checkPort(op, port); err != nil {
 		return 0, err

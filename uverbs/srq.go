@@ -52,12 +52,12 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 		return nil, errNil("CreateSRQ", "PD")
 	}
 	c := pd.ctx
-	if err := pd.alive(); err != nil {
+	if err := pd.alive("CreateSRQ"); err != nil {
 		return nil, err
 	}
 	cfg.TD = pd.inheritTD(cfg.TD)
 	if cfg.MaxWR == 0 || cfg.MaxSGE == 0 {
-		return nil, fmt.Errorf("uverbs: CreateSRQ: MaxWR and MaxSGE must be at least 1: %w", errInvalid)
+		return nil, fmt.Errorf("uverbs CreateSRQ: MaxWR and MaxSGE must be at least 1: %w", errInvalid)
 	}
 	if err := c.checkSize("CreateSRQ", "MaxWR", uint64(cfg.MaxWR), func(a *DeviceAttr) int { return a.MaxSRQWR }); err != nil {
 		return nil, err
@@ -66,10 +66,10 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 		return nil, err
 	}
 	if cfg.Limit > cfg.MaxWR {
-		return nil, fmt.Errorf("uverbs: CreateSRQ: Limit %d is more than MaxWR %d: %w", cfg.Limit, cfg.MaxWR, errInvalid)
+		return nil, fmt.Errorf("uverbs CreateSRQ: Limit %d is more than MaxWR %d: %w", cfg.Limit, cfg.MaxWR, errInvalid)
 	}
 	if cfg.TD != nil {
-		if err := cfg.TD.usable(c); err != nil {
+		if err := cfg.TD.usable("CreateSRQ", c); err != nil {
 			return nil, err
 		}
 	}
@@ -81,11 +81,11 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 	req, err := c.prov.SRQDriverData(&sizes)
 	if err != nil {
 		c.dropUserHandle(srq.userHandle)
-		return nil, err
+		return nil, providerErr("CreateSRQ", err)
 	}
 	cfg.MaxWR, cfg.MaxSGE = sizes.MaxWR, sizes.MaxSGE
 	var maxWR, maxSGE uint32
-	m := sys.NewMethod("uverbs SRQ_CREATE", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
+	m := sys.NewMethod("uverbs CreateSRQ: SRQ_CREATE", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
 	h := m.NewHandle(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
 	m.Handle(abi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.handle)
 	m.InUint(abi.UVERBS_ATTR_CREATE_SRQ_TYPE, abi.IB_UVERBS_SRQT_BASIC, 8)
@@ -113,7 +113,7 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 		srq.destroyKernel()
 		req.Abort()
 		c.dropUserHandle(srq.userHandle)
-		return nil, err
+		return nil, providerErr("CreateSRQ", err)
 	}
 	srq.q = q
 	pd.use()
@@ -126,7 +126,7 @@ func (pd *PD) CreateSRQ(cfg SRQConfig) (*SRQ, error) {
 
 func (srq *SRQ) destroyKernel() error {
 	var resp abi.DestroySRQResp
-	m := sys.NewMethod("uverbs SRQ_DESTROY", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY)
+	m := sys.NewMethod("uverbs SRQ.Close: SRQ_DESTROY", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY)
 	m.Handle(abi.UVERBS_ATTR_DESTROY_SRQ_HANDLE, srq.handle)
 	m.Out(abi.UVERBS_ATTR_DESTROY_SRQ_RESP, abi.Bytes(&resp))
 	return m.Exec(srq.ctx.fd, srq.ctx.driverID)
@@ -155,7 +155,7 @@ func (srq *SRQ) Close() error {
 	if srq == nil {
 		return errNil("SRQ.Close", "SRQ")
 	}
-	return srq.close()
+	return srq.closeAs("SRQ")
 }
 
 // Num is the SRQ number, as the provider reports it (rxe does); 0 for a
@@ -193,7 +193,7 @@ func (srq *SRQ) postRecvLocked(wr *RecvWR) error {
 
 func (srq *SRQ) postRecvUnlocked(wr *RecvWR) error {
 	if srq.closed.Load() {
-		return &sys.Error{Op: "uverbs: SRQ", Err: ErrClosed}
+		return &sys.Error{Op: "uverbs SRQ.PostRecv", Err: fmt.Errorf("SRQ: %w", ErrClosed)}
 	}
 	return srq.q.PostRecv(recvWRView(wr))
 }
@@ -215,11 +215,11 @@ func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 		return errNil("SRQ.Modify", "attr")
 	}
 	if mask == 0 || mask&^(SRQMaxWR|SRQLimit) != 0 {
-		return fmt.Errorf("uverbs: modify SRQ: mask %#x: %w", uint32(mask), errInvalid)
+		return fmt.Errorf("uverbs SRQ.Modify: mask %#x: %w", uint32(mask), errInvalid)
 	}
 	if mask&SRQMaxWR != 0 {
 		if attr.MaxWR == 0 {
-			return fmt.Errorf("uverbs: modify SRQ: MaxWR 0: %w", errInvalid)
+			return fmt.Errorf("uverbs SRQ.Modify: MaxWR 0: %w", errInvalid)
 		}
 		if err := srq.ctx.checkSize("modify SRQ", "MaxWR", uint64(attr.MaxWR), func(a *DeviceAttr) int { return a.MaxSRQWR }); err != nil {
 			return err
@@ -229,7 +229,7 @@ func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 		srq.mu.Lock()
 		defer srq.mu.Unlock()
 	}
-	if err := srq.alive(); err != nil {
+	if err := srq.alive("SRQ.Modify"); err != nil {
 		return err
 	}
 	if mask&SRQLimit != 0 {
@@ -238,16 +238,16 @@ func (srq *SRQ) Modify(attr *SRQAttr, mask SRQAttrMask) error {
 			room = attr.MaxWR
 		}
 		if attr.Limit > room {
-			return fmt.Errorf("uverbs: modify SRQ: Limit %d is more than the %d receives the SRQ holds: %w", attr.Limit, room, errInvalid)
+			return fmt.Errorf("uverbs SRQ.Modify: Limit %d is more than the %d receives the SRQ holds: %w", attr.Limit, room, errInvalid)
 		}
 	}
 	if f, ok := srq.q.(provider.FixedSize); ok && mask&SRQMaxWR != 0 {
-		return fmt.Errorf("uverbs: modify SRQ: MaxWR: %s: %w", f.FixedSize(), ErrNotSupported)
+		return fmt.Errorf("uverbs SRQ.Modify: MaxWR: %s: %w", f.FixedSize(), ErrNotSupported)
 	}
 	drvIn, drvOut := srq.q.ModifyDriverData()
 	core := abi.ModifySRQ{SRQHandle: srq.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
 	in := append(append([]byte{}, abi.Bytes(&core)...), drvIn...)
-	err := srq.ctx.fd.CommandPinned("uverbs MODIFY_SRQ", abi.IB_USER_VERBS_CMD_MODIFY_SRQ, in, drvOut)
+	err := srq.ctx.fd.CommandPinned("uverbs SRQ.Modify: MODIFY_SRQ", abi.IB_USER_VERBS_CMD_MODIFY_SRQ, in, drvOut)
 	if err != nil {
 		return err
 	}
@@ -262,13 +262,13 @@ func (srq *SRQ) Query() (SRQAttr, error) {
 	if srq == nil {
 		return SRQAttr{}, errNil("SRQ.Query", "SRQ")
 	}
-	if err := srq.alive(); err != nil {
+	if err := srq.alive("SRQ.Query"); err != nil {
 		return SRQAttr{}, err
 	}
 	var resp abi.QuerySRQResp
 	req := abi.QuerySRQ{SRQHandle: srq.handle}
 	req.Response = sys.PointerTo(abi.Bytes(&resp))
-	if err := srq.ctx.fd.Command("uverbs QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+	if err := srq.ctx.fd.Command("uverbs SRQ.Query: QUERY_SRQ", abi.IB_USER_VERBS_CMD_QUERY_SRQ, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 		return SRQAttr{}, err
 	}
 	return SRQAttr{MaxWR: srq.pv.MaxWR, MaxSGE: resp.MaxSGE, Limit: resp.SRQLimit}, nil

@@ -14,10 +14,10 @@ type TD struct {
 // AllocTD allocates a thread domain.
 func (c *Context) AllocTD() (*TD, error) {
 	if c == nil {
-		return nil, errNil("Context.AllocTD", "Context")
+		return nil, errNil("AllocTD", "Context")
 	}
 	if c.closed.Load() {
-		return nil, errClosedContext
+		return nil, closedContext("uverbs AllocTD")
 	}
 	td := &TD{resource{ctx: c, kind: "TD"}}
 	td.closer = func() error { return nil }
@@ -30,7 +30,7 @@ func (td *TD) Close() error {
 	if td == nil {
 		return errNil("TD.Close", "TD")
 	}
-	return td.close()
+	return td.closeAs("TD")
 }
 
 // lockFor reports whether an object created with td must lock.

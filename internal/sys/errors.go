@@ -48,9 +48,26 @@ type busyError struct{}
 func (busyError) Error() string        { return "resource busy" }
 func (busyError) Is(target error) bool { return target == syscall.EBUSY }
 
-// Error is a failed kernel call: the operation and the errno.
+// Error is a failed call: the operation and the cause, usually an errno.
+//
+// The library's errors, this type or not, share one shape: the text
+// starts with "<package> <Operation>", Operation being the exported Go
+// API the caller called, spelled as in Go ("uverbs CreateQP", "uverbs
+// PostSend"; Type.Method only where the bare name would be ambiguous:
+// "uverbs QP.Modify", "uverbs CQ.Close"), then ": " and the cause. A
+// kernel command that failed is named in the cause, after the operation
+// ("uverbs CreateQP: QP_CREATE: invalid argument"); what the operation
+// applied to may follow its name ("uverbs QueryPort rxe0/1: ..."). An
+// error carries one prefix: a call a package makes inside another of its
+// operations is named in the cause without the package ("uverbs
+// ConnectRC: QueryPort rxe0/1: ..."), never "uverbs ConnectRC: uverbs
+// QueryPort". So Op holds "uverbs CreateQP: QP_CREATE" for a kernel
+// call made by CreateQP, "uverbs PostSend" for a refusal before one, or
+// the command alone ("EX_MODIFY_QP") when the caller names the
+// operation around it. Errors that wrap another package's error name it
+// in the cause ("rdmacm: ...: uverbs RegMR: REG_MR: ...").
 type Error struct {
-	Op  string // e.g. "uverbs CREATE_CQ"
+	Op  string // e.g. "uverbs CreateCQ: CQ_CREATE"
 	Err error  // usually a syscall.Errno
 }
 

@@ -47,6 +47,10 @@ func NewMethod(op string, object, method uint16) *Method {
 	return m
 }
 
+// Op is the name NewMethod was given, for errors about the call made
+// before it reaches the kernel.
+func (m *Method) Op() string { return m.op }
+
 // Attr is the index of an attribute in a Method, for reading results.
 type Attr int
 

@@ -28,7 +28,7 @@ func TestMemlock(t *testing.T) {
 		want, notWant []string
 	}{
 		{name: "ENOMEM past the limit", errno: syscall.ENOMEM, cur: 64 << 10, max: 64 << 10, pinned: 8 << 10, bytes: 1 << 20, explained: true, reached: true,
-			want: []string{"uverbs REG_MR: cannot allocate memory: registering 1048576 bytes (1 MiB) pins them",
+			want: []string{"uverbs RegMR: REG_MR: cannot allocate memory: registering 1048576 bytes (1 MiB) pins them",
 				"RLIMIT_MEMLOCK, the locked-memory limit, is 65536 bytes (64 KiB), hard limit 65536 bytes (64 KiB), with 8192 bytes (8 KiB) pinned by this process already",
 				`"ulimit -l unlimited"`, "LimitMEMLOCK=infinity", `"--ulimit memlock=-1:-1"`, "CAP_IPC_LOCK", "without root, only up to the hard limit"},
 			notWant: []string{"not the cause"}},
@@ -36,7 +36,7 @@ func TestMemlock(t *testing.T) {
 			want:    []string{"is 8388608 bytes (8 MiB), hard limit unlimited", `"ulimit -l unlimited"`},
 			notWant: []string{"pinned by this process", "without root", "not the cause"}},
 		{name: "EPERM at 0", errno: syscall.EPERM, cur: 0, max: 0, pinned: 0, bytes: 4096, explained: true, reached: true,
-			want: []string{"uverbs REG_MR: operation not permitted: registering 4096 bytes (4 KiB) pins them",
+			want: []string{"uverbs RegMR: REG_MR: operation not permitted: registering 4096 bytes (4 KiB) pins them",
 				"RLIMIT_MEMLOCK, the locked-memory limit, is 0 bytes, hard limit 0 bytes: the kernel pins nothing", `"ulimit -l unlimited"`}},
 		{name: "ENOMEM within the limit", errno: syscall.ENOMEM, cur: 64 << 20, max: inf, pinned: 0, bytes: 4096, explained: true,
 			want:    []string{"is 67108864 bytes (64 MiB), hard limit unlimited, with 0 bytes pinned by this process already: within the limit, so the limit is not the cause"},
@@ -55,7 +55,7 @@ func TestMemlock(t *testing.T) {
 			memlockState = func() (unix.Rlimit, int64, bool, error) {
 				return unix.Rlimit{Cur: tc.cur, Max: tc.max}, tc.pinned, tc.exempt, nil
 			}
-			kerr := &Error{Op: "uverbs REG_MR", Err: tc.errno}
+			kerr := &Error{Op: "uverbs RegMR: REG_MR", Err: tc.errno}
 			err := Memlock(kerr, tc.bytes)
 			if !errors.Is(err, tc.errno) || !errors.As(err, new(*Error)) {
 				t.Errorf("%v does not match %v and *Error", err, tc.errno)

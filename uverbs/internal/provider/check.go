@@ -17,52 +17,52 @@ import (
 // refuses the provider checks after it.
 func CheckSend(qp *QP, wr *SendWR) error {
 	if len(wr.SGL) > int(qp.Cap.MaxSendSGE) && wr.Opcode != WRBindMW {
-		return fmt.Errorf("uverbs post send: %d scatter/gather entries, the QP takes %d: %w", len(wr.SGL), qp.Cap.MaxSendSGE, sys.ErrInvalid)
+		return fmt.Errorf("uverbs PostSend: %d scatter/gather entries, the QP takes %d: %w", len(wr.SGL), qp.Cap.MaxSendSGE, sys.ErrInvalid)
 	}
 	if !qp.Type.Allows(wr.Opcode) {
-		return fmt.Errorf("uverbs post send: %v on a %v QP: %w", wr.Opcode, qp.Type, sys.ErrInvalid)
+		return fmt.Errorf("uverbs PostSend: %v on a %v QP: %w", wr.Opcode, qp.Type, sys.ErrInvalid)
 	}
 	switch wr.Opcode {
 	case WRAtomicCmpAndSwp, WRAtomicFetchAndAdd:
 		if wr.RemoteAddr%8 != 0 || len(wr.SGL) != 1 || wr.SGL[0].Length < 8 {
-			return fmt.Errorf("uverbs post send: %v needs an 8-byte aligned remote address and one 8-byte local buffer: %w", wr.Opcode, sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: %v needs an 8-byte aligned remote address and one 8-byte local buffer: %w", wr.Opcode, sys.ErrInvalid)
 		}
 	case WRAtomicWrite:
 		if qp.CapsEx&abi.IB_UVERBS_DEVICE_ATOMIC_WRITE == 0 {
-			return fmt.Errorf("uverbs post send: ATOMIC_WRITE (Linux 6.2+ rxe): %w", sys.ErrNotSupported)
+			return fmt.Errorf("uverbs PostSend: ATOMIC_WRITE (Linux 6.2+ rxe): %w", sys.ErrNotSupported)
 		}
 		if wr.RemoteAddr%8 != 0 {
-			return fmt.Errorf("uverbs post send: ATOMIC_WRITE needs an 8-byte aligned remote address: %w", sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: ATOMIC_WRITE needs an 8-byte aligned remote address: %w", sys.ErrInvalid)
 		}
 	case WRFlush:
 		caps := qp.CapsEx
 		if caps&(abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL|abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT) == 0 {
-			return fmt.Errorf("uverbs post send: FLUSH (Linux 6.2+ rxe): %w", sys.ErrNotSupported)
+			return fmt.Errorf("uverbs PostSend: FLUSH (Linux 6.2+ rxe): %w", sys.ErrNotSupported)
 		}
 		if wr.FlushType&^(FlushGlobal|FlushPersistent) != 0 || wr.FlushType == 0 || wr.FlushLevel > FlushMR {
-			return fmt.Errorf("uverbs post send: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: FLUSH type %#x level %d: %w", wr.FlushType, wr.FlushLevel, sys.ErrInvalid)
 		}
 		// A device may execute one type and not the other: each type
 		// asked for needs its own capability bit.
 		if wr.FlushType&FlushGlobal != 0 && caps&abi.IB_UVERBS_DEVICE_FLUSH_GLOBAL == 0 {
-			return fmt.Errorf("uverbs post send: FLUSH to global visibility: the device does not report FLUSH_GLOBAL: %w", sys.ErrNotSupported)
+			return fmt.Errorf("uverbs PostSend: FLUSH to global visibility: the device does not report FLUSH_GLOBAL: %w", sys.ErrNotSupported)
 		}
 		if wr.FlushType&FlushPersistent != 0 && caps&abi.IB_UVERBS_DEVICE_FLUSH_PERSISTENT == 0 {
-			return fmt.Errorf("uverbs post send: FLUSH to persistence: the device does not report FLUSH_PERSISTENT: %w", sys.ErrNotSupported)
+			return fmt.Errorf("uverbs PostSend: FLUSH to persistence: the device does not report FLUSH_PERSISTENT: %w", sys.ErrNotSupported)
 		}
 		if wr.FlushLength > math.MaxUint32 {
-			return fmt.Errorf("uverbs post send: FLUSH of %d bytes: a work request carries at most %d: %w", wr.FlushLength, uint32(math.MaxUint32), sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: FLUSH of %d bytes: a work request carries at most %d: %w", wr.FlushLength, uint32(math.MaxUint32), sys.ErrInvalid)
 		}
 	case WRBindMW:
 		if wr.Bind == nil || wr.Bind.MW == nil || wr.Bind.MR == nil || len(wr.SGL) != 0 {
-			return fmt.Errorf("uverbs post send: BIND_MW needs Bind with MW and MR, and no SGL: %w", sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: BIND_MW needs Bind with MW and MR, and no SGL: %w", sys.ErrInvalid)
 		}
 		if cur := wr.Bind.MW.RKey.Load(); wr.Bind.RKey>>8 != cur>>8 {
-			return fmt.Errorf("uverbs post send: BIND_MW rkey %#x for a window with rkey %#x: only the low 8 bits may change: %w", wr.Bind.RKey, cur, sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: BIND_MW rkey %#x for a window with rkey %#x: only the low 8 bits may change: %w", wr.Bind.RKey, cur, sys.ErrInvalid)
 		}
 	case WRSend, WRSendWithImm:
 		if qp.Type == QPTypeUD && wr.AH == nil {
-			return fmt.Errorf("uverbs post send: a UD send needs an AH: %w", sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: a UD send needs an AH: %w", sys.ErrInvalid)
 		}
 	}
 	if wr.Flags&SendInline != 0 {
@@ -72,11 +72,11 @@ func CheckSend(qp *QP, wr *SendWR) error {
 			// The library reads inline data itself: refuse what is
 			// plainly not memory (CopyInline catches the rest).
 			if s.Length > 0 && (s.Addr < minAddr || s.Addr+uint64(s.Length) < s.Addr) {
-				return fmt.Errorf("uverbs post send: inline data at %#x (%d bytes) is not process memory: %w", s.Addr, s.Length, sys.ErrInvalid)
+				return fmt.Errorf("uverbs PostSend: inline data at %#x (%d bytes) is not process memory: %w", s.Addr, s.Length, sys.ErrInvalid)
 			}
 		}
 		if n > uint64(qp.Cap.MaxInlineData) {
-			return fmt.Errorf("uverbs post send: %d bytes inline, the QP takes %d: %w", n, qp.Cap.MaxInlineData, sys.ErrInvalid)
+			return fmt.Errorf("uverbs PostSend: %d bytes inline, the QP takes %d: %w", n, qp.Cap.MaxInlineData, sys.ErrInvalid)
 		}
 	}
 	return nil

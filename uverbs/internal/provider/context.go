@@ -39,10 +39,10 @@ func (c *Context) SetClosed() { c.closed.Store(true) }
 // is closed.
 func (c *Context) Exec(m *sys.Method) error {
 	if c.closed.Load() {
-		return &sys.Error{Op: "uverbs: context", Err: sys.ErrClosed}
+		return &sys.Error{Op: m.Op(), Err: fmt.Errorf("context: %w", sys.ErrClosed)}
 	}
 	if c.fd == nil {
-		return &sys.Error{Op: "uverbs: context", Err: fmt.Errorf("no command fd: %w", sys.ErrNotSupported)}
+		return &sys.Error{Op: m.Op(), Err: fmt.Errorf("no command fd: %w", sys.ErrNotSupported)}
 	}
 	return m.Exec(c.fd, c.driverID)
 }
@@ -126,16 +126,18 @@ const attrState = 1 << 0
 
 // ModifyToErr moves qp to ERR (EX_MODIFY_QP of the state alone): its
 // queued requests then complete with WCWRFlushErr. A provider calls it
-// when a doorbell failed after requests were written to the queue.
+// when a doorbell failed after requests were written to the queue. Its
+// error names the command alone (EX_MODIFY_QP): the caller names the
+// operation.
 func (c *Context) ModifyToErr(qp *QP) error {
 	if c.fd == nil {
-		return &sys.Error{Op: "uverbs EX_MODIFY_QP", Err: fmt.Errorf("no command fd: %w", sys.ErrNotSupported)}
+		return &sys.Error{Op: "EX_MODIFY_QP", Err: fmt.Errorf("no command fd: %w", sys.ErrNotSupported)}
 	}
 	var req abi.ExModifyQP
 	req.Base.QPHandle = qp.Handle
 	req.Base.AttrMask = attrState
 	req.Base.QPState = StateErr
-	if _, err := c.fd.CommandEx("uverbs EX_MODIFY_QP", abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, abi.Bytes(&req), nil, 0, 0); err != nil {
+	if _, err := c.fd.CommandEx("EX_MODIFY_QP", abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, abi.Bytes(&req), nil, 0, 0); err != nil {
 		return err
 	}
 	qp.State.Store(StateErr)
@@ -150,12 +152,12 @@ func (c *Context) ModifyToErr(qp *QP) error {
 func (c *Context) FlushRecvs(qp *QP) error {
 	if qp.State.Load()&ErrSeen != 0 {
 		if c.fd == nil {
-			return &sys.Error{Op: "uverbs QUERY_QP", Err: fmt.Errorf("no command fd: %w", sys.ErrNotSupported)}
+			return &sys.Error{Op: "uverbs PostRecv: QUERY_QP", Err: fmt.Errorf("no command fd: %w", sys.ErrNotSupported)}
 		}
 		var resp abi.QueryQPResp
 		req := abi.QueryQP{QPHandle: qp.Handle, AttrMask: attrState}
 		req.Response = sys.PointerTo(abi.Bytes(&resp))
-		if err := c.fd.Command("uverbs QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
+		if err := c.fd.Command("uverbs PostRecv: QUERY_QP", abi.IB_USER_VERBS_CMD_QUERY_QP, abi.Bytes(&req), abi.Bytes(&resp)); err != nil {
 			return err
 		}
 		qp.State.Store(uint32(resp.QPState))
@@ -163,7 +165,10 @@ func (c *Context) FlushRecvs(qp *QP) error {
 			return nil
 		}
 	}
-	return c.ModifyToErr(qp)
+	if err := c.ModifyToErr(qp); err != nil {
+		return fmt.Errorf("uverbs PostRecv: %w", err)
+	}
+	return nil
 }
 
 // PostError reports a post list that failed part way: the work requests

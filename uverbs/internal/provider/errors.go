@@ -12,15 +12,15 @@ import (
 // Busy errors of the fast path: preallocated, so a caller spinning on a
 // full queue allocates nothing. They match uverbs.ErrBusy.
 var (
-	ErrSendQueueFull = &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("send queue full: %w", sys.ErrBusy)}
-	ErrRecvQueueFull = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("receive queue full: %w", sys.ErrBusy)}
+	ErrSendQueueFull = &sys.Error{Op: "uverbs PostSend", Err: fmt.Errorf("send queue full: %w", sys.ErrBusy)}
+	ErrRecvQueueFull = &sys.Error{Op: "uverbs PostRecv", Err: fmt.Errorf("receive queue full: %w", sys.ErrBusy)}
 )
 
 // ErrMessageTooLong refuses a scatter/gather list whose lengths add up
-// to more than a work request's 32-bit length holds; what is "send" or
-// "receive".
+// to more than a work request's 32-bit length holds; what is "Send" or
+// "Recv" (the operation is PostSend or PostRecv).
 func ErrMessageTooLong(what string, n uint64) error {
-	return fmt.Errorf("uverbs post %s: the scatter/gather entries add up to %d bytes, a work request carries at most %d: %w", what, n, uint32(math.MaxUint32), sys.ErrInvalid)
+	return fmt.Errorf("uverbs Post%s: the scatter/gather entries add up to %d bytes, a work request carries at most %d: %w", what, n, uint32(math.MaxUint32), sys.ErrInvalid)
 }
 
 // CopyInline copies the inline data of sgl to dst and returns how many
@@ -81,6 +81,6 @@ func (c *inlineCopy) fault(r any, sgl []SGE) error {
 	if !fault {
 		panic(r)
 	}
-	return fmt.Errorf("uverbs post send: inline data of entry %d (%d bytes at %#x): no readable memory at %#x: %w",
+	return fmt.Errorf("uverbs PostSend: inline data of entry %d (%d bytes at %#x): no readable memory at %#x: %w",
 		c.i, sgl[c.i].Length, sgl[c.i].Addr, f.Addr(), sys.ErrInvalid)
 }

@@ -15,7 +15,7 @@ type Unsupported struct {
 }
 
 func (p Unsupported) err() error {
-	return fmt.Errorf("uverbs: driver %q (id %d) has no purerdma provider, only rxe, siw and mlx5 have: queues %w", p.Driver, p.ID, sys.ErrNotSupported)
+	return fmt.Errorf("driver %q (id %d) has no purerdma provider, only rxe, siw and mlx5 have: queues %w", p.Driver, p.ID, sys.ErrNotSupported)
 }
 func (p Unsupported) Name() string                   { return p.Driver }
 func (Unsupported) ContextDriverData() ([]byte, int) { return nil, 0 }

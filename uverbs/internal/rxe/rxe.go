@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -433,7 +434,7 @@ func (q *QP) PostSend(wr *provider.SendWR) error {
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return q.postFailed(first, wr, provider.ErrMessageTooLong("send", length))
+			return q.postFailed(first, wr, provider.ErrMessageTooLong("Send", length))
 		}
 		// The fixed part (see above).
 		w.WR.WRID = wr.WRID
@@ -517,12 +518,12 @@ const plainSGEOffset = int(abi.OffsetofRXESendWQEDMA) + abi.OffsetofRXEDMAInfoSG
 func (q *QP) doorbellFailed(posted int, dbErr, postErr error) error {
 	what := fmt.Sprintf("%d work request(s)", posted)
 	if postErr != nil {
-		what += fmt.Sprintf(" (the next one was not: %v)", postErr)
+		what += fmt.Sprintf(" (the next one was not: %s)", strings.TrimPrefix(postErr.Error(), "uverbs PostSend: "))
 	}
 	if err := q.p.ctx.ModifyToErr(q.qp); err != nil {
-		return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue; moving the QP to ERR to flush them failed too (%v): they run at the next doorbell unless the QP is reset", dbErr, what, err)
+		return fmt.Errorf("uverbs PostSend: %w, after %s had been written to the send queue; moving the QP to ERR to flush them failed too (%v): they run at the next doorbell unless the QP is reset", dbErr, what, err)
 	}
-	return fmt.Errorf("uverbs post send: %w, after %s had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, what)
+	return fmt.Errorf("uverbs PostSend: %w, after %s had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, what)
 }
 
 func (q *QP) postOneSend(wr *provider.SendWR) error {
@@ -603,7 +604,7 @@ func (q *QP) postOneSend(wr *provider.SendWR) error {
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return provider.ErrMessageTooLong("send", length)
+			return provider.ErrMessageTooLong("Send", length)
 		}
 	}
 	wqe.DMA.Length, wqe.DMA.Resid = uint32(length), uint32(length)
@@ -645,7 +646,7 @@ func (p *Provider) postRecvRing(r *queue, maxWR, maxSGE uint32, wr *provider.Rec
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return provider.PostFailed(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
+			return provider.PostFailed(i, wr.WRID, provider.ErrMessageTooLong("Recv", length))
 		}
 		wqe.DMA = abi.RXEDMAInfo{Length: uint32(length), Resid: uint32(length), NumSGE: uint32(len(wr.SGL))}
 		atomic.StoreUint32(&r.hdr.ProducerIndex, (prod+1)&r.mask)

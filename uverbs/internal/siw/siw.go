@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -249,7 +250,7 @@ type QP struct {
 
 func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, error) {
 	if cfg.Type != provider.QPTypeRC {
-		return provider.DriverReq{}, fmt.Errorf("uverbs: siw (iWARP) has RC queue pairs only, not %s: %w", qpTypeName(cfg.Type), sys.ErrNotSupported)
+		return provider.DriverReq{}, fmt.Errorf("siw (iWARP) has RC queue pairs only, not %s: %w", qpTypeName(cfg.Type), sys.ErrNotSupported)
 	}
 	return provider.DriverReq{OutLen: abi.Size[abi.SIWURespCreateQP]()}, nil
 }
@@ -331,8 +332,8 @@ var sendOpcode = func() (m [16]uint8) {
 // error completion): siw does not flush what user space adds to a queue
 // after the QP stopped, so the request would never complete.
 var (
-	errSendInERR = &sys.Error{Op: "uverbs post send", Err: fmt.Errorf("the QP is in ERR (or had an error completion): siw flushes nothing posted after that, so the request was not queued: %w", sys.ErrInvalid)}
-	errRecvInERR = &sys.Error{Op: "uverbs post recv", Err: fmt.Errorf("the QP is in ERR (or had an error completion): siw flushes nothing posted after that, so the request was not queued: %w", sys.ErrInvalid)}
+	errSendInERR = &sys.Error{Op: "uverbs PostSend", Err: fmt.Errorf("the QP is in ERR (or had an error completion): siw flushes nothing posted after that, so the request was not queued: %w", sys.ErrInvalid)}
+	errRecvInERR = &sys.Error{Op: "uverbs PostRecv", Err: fmt.Errorf("the QP is in ERR (or had an error completion): siw flushes nothing posted after that, so the request was not queued: %w", sys.ErrInvalid)}
 )
 
 // check refuses what siw cannot execute, then has uverbs make the checks
@@ -351,21 +352,21 @@ func (q *QP) check(wr *provider.SendWR) (uint8, error) {
 		return op, nil
 	}
 	if op == 0xff {
-		return 0, fmt.Errorf("uverbs post send: %v: siw (iWARP) executes RDMA_WRITE, RDMA_READ, SEND and SEND_WITH_INV from user space, no immediate data, atomics, memory windows, local invalidation or FLUSH: %w", wr.Opcode, sys.ErrNotSupported)
+		return 0, fmt.Errorf("uverbs PostSend: %v: siw (iWARP) executes RDMA_WRITE, RDMA_READ, SEND and SEND_WITH_INV from user space, no immediate data, atomics, memory windows, local invalidation or FLUSH: %w", wr.Opcode, sys.ErrNotSupported)
 	}
 	if err := provider.CheckSend(q.qp, wr); err != nil {
 		return 0, err
 	}
 	if wr.Flags&provider.SendInline != 0 {
 		if op != abi.SIW_OP_SEND && op != abi.SIW_OP_WRITE {
-			return 0, fmt.Errorf("uverbs post send: %v inline: siw sends inline only SEND and RDMA_WRITE: %w", wr.Opcode, sys.ErrInvalid)
+			return 0, fmt.Errorf("uverbs PostSend: %v inline: siw sends inline only SEND and RDMA_WRITE: %w", wr.Opcode, sys.ErrInvalid)
 		}
 	} else if len(wr.SGL) > maxSGE {
-		return 0, fmt.Errorf("uverbs post send: %d scatter/gather entries, siw takes %d: %w", len(wr.SGL), maxSGE, sys.ErrInvalid)
+		return 0, fmt.Errorf("uverbs PostSend: %d scatter/gather entries, siw takes %d: %w", len(wr.SGL), maxSGE, sys.ErrInvalid)
 	} else if op == abi.SIW_OP_READ && len(wr.SGL) > 1 {
 		// The kernel places a read's response into sge[0] only and
 		// ignores the rest (siw_read_to_orq).
-		return 0, fmt.Errorf("uverbs post send: RDMA_READ into %d scatter/gather entries: siw reads into one: %w", len(wr.SGL), sys.ErrNotSupported)
+		return 0, fmt.Errorf("uverbs PostSend: RDMA_READ into %d scatter/gather entries: siw reads into one: %w", len(wr.SGL), sys.ErrNotSupported)
 	}
 	return op, nil
 }
@@ -418,7 +419,7 @@ func (q *QP) PostSend(wr *provider.SendWR) error {
 				n += uint64(s.Length)
 			}
 			if n > maxInline {
-				return q.postFailed(first, wr, start, fmt.Errorf("uverbs post send: %d bytes inline, siw takes %d: %w", n, maxInline, sys.ErrInvalid))
+				return q.postFailed(first, wr, start, fmt.Errorf("uverbs PostSend: %d bytes inline, siw takes %d: %w", n, maxInline, sys.ErrInvalid))
 			}
 			c, err := provider.CopyInline(dst, wr.SGL)
 			if err != nil {
@@ -433,7 +434,7 @@ func (q *QP) PostSend(wr *provider.SendWR) error {
 				length += uint64(s.Length)
 			}
 			if length > math.MaxUint32 {
-				return q.postFailed(first, wr, start, provider.ErrMessageTooLong("send", length))
+				return q.postFailed(first, wr, start, provider.ErrMessageTooLong("Send", length))
 			}
 		}
 		atomic.StoreUint32(fw, uint32(flags)|uint32(nsge)<<16|uint32(op)<<24)
@@ -471,7 +472,7 @@ func (q *QP) postFailed(first, wr *provider.SendWR, start uint32, err error) err
 	}
 	err = provider.PostFailed(i, wr.WRID, err)
 	if dberr := q.doorbell(start, q.sqPut-start); dberr != nil {
-		return fmt.Errorf("%w (and the next one was not: %v)", dberr, err)
+		return fmt.Errorf("%w (and the next one was not: %s)", dberr, strings.TrimPrefix(err.Error(), "uverbs PostSend: "))
 	}
 	return err
 }
@@ -482,9 +483,9 @@ func (q *QP) postFailed(first, wr *provider.SendWR, start uint32, err error) err
 // send queue for good.
 func (q *QP) doorbellFailed(posted int, dbErr error) error {
 	if err := q.p.ctx.ModifyToErr(q.qp); err != nil {
-		return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue; moving the QP to ERR failed too (%v): they may run later", dbErr, posted, err)
+		return fmt.Errorf("uverbs PostSend: %w, after %d work request(s) had been written to the send queue; moving the QP to ERR failed too (%v): they may run later", dbErr, posted, err)
 	}
-	return fmt.Errorf("uverbs post send: %w, after %d work request(s) had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, posted)
+	return fmt.Errorf("uverbs PostSend: %w, after %d work request(s) had been written to the send queue: the QP was moved to ERR, so they complete with WCWRFlushErr instead of running", dbErr, posted)
 }
 
 // PostRecv writes receives into the QP's receive queue: shared memory
@@ -499,7 +500,7 @@ func (q *QP) PostRecv(wr *provider.RecvWR) error {
 func postRecv(p *Provider, r *mmio.Ring[abi.SIWRQE], put *uint32, maxSGEs uint32, wr *provider.RecvWR) error {
 	for i := 0; wr != nil; i, wr = i+1, wr.Next {
 		if len(wr.SGL) > int(min(maxSGEs, maxSGE)) {
-			return provider.PostFailed(i, wr.WRID, fmt.Errorf("uverbs post recv: %d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), min(maxSGEs, maxSGE), sys.ErrInvalid))
+			return provider.PostFailed(i, wr.WRID, fmt.Errorf("uverbs PostRecv: %d scatter/gather entries, the queue takes %d: %w", len(wr.SGL), min(maxSGEs, maxSGE), sys.ErrInvalid))
 		}
 		e := r.Slot(*put)
 		fw := word(e)
@@ -512,7 +513,7 @@ func postRecv(p *Provider, r *mmio.Ring[abi.SIWRQE], put *uint32, maxSGEs uint32
 			length += uint64(s.Length)
 		}
 		if length > math.MaxUint32 {
-			return provider.PostFailed(i, wr.WRID, provider.ErrMessageTooLong("receive", length))
+			return provider.PostFailed(i, wr.WRID, provider.ErrMessageTooLong("Recv", length))
 		}
 		e.ID = wr.WRID
 		atomic.StoreUint32(fw, valid|uint32(len(wr.SGL))<<16)

@@ -54,9 +54,9 @@ func TestDevices(t *testing.T) {
 func TestErrors(t *testing.T) {
 	old := devs.List
 	t.Cleanup(func() { devs.List = old })
-	devs.List = func() ([]uverbs.Device, error) { return nil, errors.New("uverbs: listing devices: boom") }
+	devs.List = func() ([]uverbs.Device, error) { return nil, errors.New("uverbs Devices: boom") }
 	code, stdout, stderr := runArgs("devices")
-	if code != 1 || stdout != "" || stderr != "purerdma: uverbs: listing devices: boom\n" {
+	if code != 1 || stdout != "" || stderr != "purerdma: uverbs Devices: boom\n" {
 		t.Errorf("devices with a failing listing = %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -562,9 +562,9 @@ func TestDevinfoErrors(t *testing.T) {
 	})
 	t.Run("one device fails", func(t *testing.T) {
 		rxe0, _ := useRxeFakes(t)
-		rxe0.openErr = fmt.Errorf("uverbs: open: %w", syscall.EACCES)
+		rxe0.openErr = fmt.Errorf("uverbs Open rxe0: %w", syscall.EACCES)
 		code, stdout, stderr := runArgs("devinfo")
-		if code != 1 || stdout != rxe1Plain || !strings.Contains(stderr, "devinfo: rxe0: uverbs: open: permission denied") {
+		if code != 1 || stdout != rxe1Plain || !strings.Contains(stderr, "devinfo: rxe0: uverbs Open rxe0: permission denied") {
 			t.Errorf("= %d, %q, %q", code, stdout, stderr)
 		}
 	})

@@ -281,9 +281,9 @@ func TestPingErrors(t *testing.T) {
 		// The kernel's words for it: a REJECTED event on RoCE; on iWARP
 		// the TCP connect refused inside the CONNECT command.
 		want := "^" + regexp.QuoteMeta("purerdma: ping: connect to "+dst+": connection refused, no server listens there: "+
-			"rdmacm: connect: connection refused: nothing listens on "+dst+" (REJECTED, reason INVALID_SERVICE_ID)\n") + "$"
+			"rdmacm ConnectContext: connection refused: nothing listens on "+dst+" (REJECTED, reason INVALID_SERVICE_ID)\n") + "$"
 		if testenv.CurrentFabric().IWARP {
-			want = "^" + regexp.QuoteMeta("purerdma: ping: connect to "+dst+": connection refused, no server listens there: rdmacm: connect (id ") +
+			want = "^" + regexp.QuoteMeta("purerdma: ping: connect to "+dst+": connection refused, no server listens there: rdmacm Connect (id ") +
 				`\d+` + regexp.QuoteMeta("): connection refused: nothing listens on "+dst+" (the TCP connect was refused: iWARP)\n") + "$"
 		}
 		if code != 1 || stdout.Len() != 0 || !regexp.MustCompile(want).MatchString(stderr.String()) {

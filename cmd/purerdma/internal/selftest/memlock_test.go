@@ -18,7 +18,7 @@ import (
 // explain is not counted.
 func TestSelftestMemlockSummary(t *testing.T) {
 	refused := func(limit uint64) error {
-		return fmt.Errorf("register: %w", &sys.MemlockError{Err: &sys.Error{Op: "uverbs REG_MR", Err: syscall.ENOMEM},
+		return fmt.Errorf("register: %w", &sys.MemlockError{Err: &sys.Error{Op: "uverbs RegMR: REG_MR", Err: syscall.ENOMEM},
 			Bytes: 1 << 20, Limit: limit, Max: limit, Pinned: 0})
 	}
 	checks := []Check{
