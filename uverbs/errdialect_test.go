@@ -97,14 +97,14 @@ func TestErrorDialect(t *testing.T) {
 }
 
 // TestErrorDialectSource reads this package's source and its providers'
-// (rxe, siw and the provider layer) and checks every literal that names
+// (rxe, siw, mlx5 and the provider layer) and checks every literal that names
 // an error's operation: the first literal of fmt.Errorf, errors.New,
 // sys.InUse, sys.NewMethod and the FD commands, and the Op of a
 // sys.Error. One that starts with "uverbs" has the errPrefix shape (not
 // "uverbs: ", "uverbs post send" or "uverbs CQ_CREATE"); a kernel
 // command is named after the operation ("uverbs CreateCQ: CQ_CREATE").
 func TestErrorDialectSource(t *testing.T) {
-	dirs := []string{".", "internal/provider", "internal/rxe", "internal/siw"}
+	dirs := []string{".", "internal/provider", "internal/rxe", "internal/siw", "internal/mlx5"}
 	calls := map[string]bool{"Errorf": true, "New": true, "InUse": true, "NewMethod": true,
 		"Command": true, "CommandEx": true, "CommandPinned": true}
 	checked := 0

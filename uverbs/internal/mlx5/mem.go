@@ -27,7 +27,7 @@ func allocBuf(what string, size int) (*qbuf, error) {
 	size = (size + ps - 1) &^ (ps - 1)
 	mem, err := sys.MmapAnon(size)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: mlx5 %s buffer (%d bytes): %w", what, size, err)
+		return nil, fmt.Errorf("mlx5 %s buffer (%d bytes): %w", what, size, err)
 	}
 	if err := sys.DontFork(uint64(sys.PointerTo(mem)), uint64(size)); err != nil {
 		sys.Munmap(mem)

@@ -75,9 +75,9 @@ func (p *Provider) ContextCreated(out []byte) error {
 	r := &p.resp
 	switch {
 	case r.TotBfregs != 0:
-		return fmt.Errorf("uverbs: mlx5: the kernel allocated %d static bfregs: dynamic UARs (Linux 5.6 or later) are needed: %w", r.TotBfregs, sys.ErrNotSupported)
+		return fmt.Errorf("mlx5: the kernel allocated %d static bfregs: dynamic UARs (Linux 5.6 or later) are needed: %w", r.TotBfregs, sys.ErrNotSupported)
 	case r.CQEVersion != 1:
-		return fmt.Errorf("uverbs: mlx5: CQE version %d: version 1 is needed: %w", r.CQEVersion, sys.ErrNotSupported)
+		return fmt.Errorf("mlx5: CQE version %d: version 1 is needed: %w", r.CQEVersion, sys.ErrNotSupported)
 	case r.BfRegSize == 0 || r.BfRegSize > 4096-bfOffset || r.BfRegSize&63 != 0:
 		return &sys.Error{Op: "mlx5 GET_CONTEXT", Err: fmt.Errorf("BlueFlame register of %d bytes", r.BfRegSize)}
 	}
@@ -107,7 +107,7 @@ func (p *Provider) newUIdx(q *provQP) (uint32, error) {
 		// NoUIdx, the last 24-bit value, is the one version-1
 		// contexts may not use.
 		if p.uidxNext >= NoUIdx {
-			return 0, fmt.Errorf("uverbs: mlx5: CreateQP: all %d user indices are in use: %w", p.uidxNext, sys.ErrBusy)
+			return 0, fmt.Errorf("mlx5: all %d user indices are in use: %w", p.uidxNext, sys.ErrBusy)
 		}
 		i = p.uidxNext
 		p.uidxNext++
@@ -198,7 +198,7 @@ func (r *prep) release() {
 func (p *Provider) CQDriverData(size int) (provider.DriverReq, error) {
 	sz, err := CQSize(size, CQESize, os.Getpagesize())
 	if err != nil {
-		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateCQ: %w", err)
+		return provider.DriverReq{}, fmt.Errorf("mlx5: %w", err)
 	}
 	r, err := p.newPrep("CQ", sz.Bytes)
 	if err != nil {
@@ -209,7 +209,7 @@ func (p *Provider) CQDriverData(size int) (provider.DriverReq, error) {
 	req, err := CreateCQData(r.buf.addr(), r.db.addr(), sz, int(p.cqUAR.pageID))
 	if err != nil {
 		r.release()
-		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateCQ: mlx5: %v: %w", err, sys.ErrNotSupported)
+		return provider.DriverReq{}, fmt.Errorf("mlx5: %v: %w", err, sys.ErrNotSupported)
 	}
 	return provider.DriverReq{In: abi.Bytes(&req), OutLen: abi.Size[abi.MLX5CreateCQResp](), Size: sz.KernCQE,
 		State: r, Release: r.release}, nil
@@ -356,17 +356,17 @@ func (q *provCQ) ResizeDriverOutLen() int { return 0 }
 func (q *provCQ) ResizeReq(size int) (provider.DriverReq, bool, error) {
 	sz, err := CQSize(size, CQESize, os.Getpagesize())
 	if err != nil {
-		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %w", err)
+		return provider.DriverReq{}, false, fmt.Errorf("mlx5: %w", err)
 	}
 	if uint32(sz.NCQE) == q.q.ncqe {
 		return provider.DriverReq{}, true, nil
 	}
 	if n := q.q.Pending(); n > sz.KernCQE {
-		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %d entries hold fewer than the %d completions waiting: %w", sz.KernCQE, n, sys.ErrInvalid)
+		return provider.DriverReq{}, false, fmt.Errorf("mlx5: %d entries hold fewer than the %d completions waiting: %w", sz.KernCQE, n, sys.ErrInvalid)
 	}
 	buf, err := allocBuf("CQ", sz.Bytes)
 	if err != nil {
-		return provider.DriverReq{}, false, fmt.Errorf("uverbs: CQ.Resize: %w", err)
+		return provider.DriverReq{}, false, fmt.Errorf("mlx5: %w", err)
 	}
 	InitCQBuffer(buf.mem, sz)
 	q.resize, q.resizeSz = buf, sz
@@ -385,7 +385,7 @@ func (q *provCQ) dropResize() {
 func (q *provCQ) Resized([]byte) error {
 	buf := q.resize
 	if buf == nil {
-		return fmt.Errorf("uverbs: CQ.Resize: mlx5: no resize prepared: %w", sys.ErrInvalid)
+		return fmt.Errorf("mlx5: no resize prepared: %w", sys.ErrInvalid)
 	}
 	q.resize = nil
 	_, err := q.q.Resize(buf.mem, q.resizeSz)
@@ -393,7 +393,7 @@ func (q *provCQ) Resized([]byte) error {
 		// Nothing moved; the device has the buffer, so it stays mapped
 		// until Unmap.
 		q.resize = buf
-		return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", err)
+		return err
 	}
 	old := q.prep.buf
 	q.prep.buf, q.prep.cq = buf, q.resizeSz
@@ -401,7 +401,7 @@ func (q *provCQ) Resized([]byte) error {
 		err = ferr
 	}
 	if err != nil { // ErrResizeLost: the CQ works on at its new size
-		return fmt.Errorf("uverbs: CQ.Resize: mlx5: %w", err)
+		return err
 	}
 	return nil
 }
@@ -461,7 +461,7 @@ func qpType(t provider.QPType) (QPType, error) {
 	case provider.QPTypeUD:
 		return UD, nil
 	}
-	return 0, fmt.Errorf("uverbs: CreateQP: mlx5: QP type %d: %w", t, sys.ErrNotSupported)
+	return 0, fmt.Errorf("mlx5: QP type %d: %w", t, sys.ErrNotSupported)
 }
 
 func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, error) {
@@ -474,11 +474,11 @@ func (p *Provider) QPDriverData(cfg *provider.QPConfig) (provider.DriverReq, err
 	// bind (libmlx5 sizes RC and UC for one by default).
 	sq, err := SQSize(typ, false, int(cfg.Cap.MaxSendWR), int(cfg.Cap.MaxSendSGE), int(cfg.Cap.MaxInlineData), lim)
 	if err != nil {
-		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateQP: %w", err)
+		return provider.DriverReq{}, fmt.Errorf("mlx5: %w", err)
 	}
 	rq, err := RQSize(int(cfg.Cap.MaxRecvWR), int(cfg.Cap.MaxRecvSGE), cfg.HasSRQ, lim)
 	if err != nil {
-		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateQP: %w", err)
+		return provider.DriverReq{}, fmt.Errorf("mlx5: %w", err)
 	}
 	sqOff, bytes := QPBuffer(sq, rq, os.Getpagesize())
 	r, err := p.newPrep("QP", bytes)
@@ -526,7 +526,7 @@ func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (p
 	q.scq, _ = qp.SendCQ.(*provCQ)
 	q.rcq, _ = qp.RecvCQ.(*provCQ)
 	if q.scq == nil || q.rcq == nil {
-		return nil, fmt.Errorf("uverbs: CreateQP: mlx5: CQs of another provider: %w", sys.ErrInvalid)
+		return nil, fmt.Errorf("mlx5: CQs of another provider: %w", sys.ErrInvalid)
 	}
 	bfSize := int(p.resp.BfRegSize)
 	bf, err := NewBlueFlame(r.uar.mem[bfOffset:bfOffset+bfSize], true, Device{})
@@ -549,7 +549,7 @@ func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (p
 	}
 	if qp.SRQ != nil {
 		if q.srq, _ = qp.SRQ.(*provSRQ); q.srq == nil {
-			return nil, fmt.Errorf("uverbs: CreateQP: mlx5: an SRQ of another provider: %w", sys.ErrInvalid)
+			return nil, fmt.Errorf("mlx5: an SRQ of another provider: %w", sys.ErrInvalid)
 		}
 	}
 	// The caps the QP reports are what its queues hold.
@@ -564,7 +564,7 @@ func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (p
 
 func (q *provQP) PostSend(wr *provider.SendWR) error {
 	if q.sq == nil {
-		return fmt.Errorf("uverbs post send: the QP has no send queue (MaxSendWR 0): %w", sys.ErrInvalid)
+		return fmt.Errorf("uverbs PostSend: the QP has no send queue (MaxSendWR 0): %w", sys.ErrInvalid)
 	}
 	if wr != nil && wr.Next == nil {
 		// One request: a plain one (postOneSend's first case), without
@@ -714,7 +714,7 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 	case provider.WRAtomicFetchAndAdd:
 		op = OpAtomicFA
 	default:
-		return fmt.Errorf("uverbs post send: %v: the mlx5 provider does not post it: %w", wr.Opcode, sys.ErrNotSupported)
+		return fmt.Errorf("uverbs PostSend: %v: the mlx5 provider does not post it: %w", wr.Opcode, sys.ErrNotSupported)
 	}
 	fm := sendFM(wr.Flags)
 	sq := q.sq
@@ -737,7 +737,7 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 		if qp.Type == provider.QPTypeUD {
 			av, _ := wr.AH.Data.(*AV)
 			if av == nil {
-				return fmt.Errorf("uverbs post send: UD: an AH of another provider: %w", sys.ErrInvalid)
+				return fmt.Errorf("uverbs PostSend: UD: an AH of another provider: %w", sys.ErrInvalid)
 			}
 			err = sq.Datagram(av, wr.RemoteQPN, wr.RemoteQKey)
 		}
@@ -835,15 +835,15 @@ func sendErr(err error) error {
 	case errors.Is(err, ErrBusy):
 		return provider.ErrSendQueueFull
 	}
-	return &sys.Error{Op: "uverbs post send", Err: err}
+	return &sys.Error{Op: "uverbs PostSend", Err: err}
 }
 
 func (q *provQP) PostRecv(wr *provider.RecvWR) error {
 	if q.srq != nil {
-		return fmt.Errorf("uverbs post recv: the QP receives from an SRQ: %w", sys.ErrInvalid)
+		return fmt.Errorf("uverbs PostRecv: the QP receives from an SRQ: %w", sys.ErrInvalid)
 	}
 	if q.rq == nil {
-		return fmt.Errorf("uverbs post recv: the QP has no receive queue (MaxRecvWR 0): %w", sys.ErrInvalid)
+		return fmt.Errorf("uverbs PostRecv: the QP has no receive queue (MaxRecvWR 0): %w", sys.ErrInvalid)
 	}
 	return postRecvList(q.rq, wr)
 }
@@ -873,15 +873,15 @@ func postOneRecv[Q recvQueue](q Q, wr *provider.RecvWR) error {
 		if errors.Is(err, ErrBusy) {
 			return provider.ErrRecvQueueFull
 		}
-		return &sys.Error{Op: "uverbs post recv", Err: err}
+		return &sys.Error{Op: "uverbs PostRecv", Err: err}
 	}
 	for _, s := range wr.SGL {
 		if err := q.Data(s.Addr, s.Length, s.LKey); err != nil {
-			return &sys.Error{Op: "uverbs post recv", Err: err}
+			return &sys.Error{Op: "uverbs PostRecv", Err: err}
 		}
 	}
 	if err := q.Finish(wr.WRID); err != nil {
-		return &sys.Error{Op: "uverbs post recv", Err: err}
+		return &sys.Error{Op: "uverbs PostRecv", Err: err}
 	}
 	return nil
 }
@@ -915,7 +915,7 @@ func (q *provQP) Unmap() error {
 func (p *Provider) SRQDriverData(cfg *provider.SRQConfig) (provider.DriverReq, error) {
 	sz, err := SRQSize(int(cfg.MaxWR), int(cfg.MaxSGE), p.limits())
 	if err != nil {
-		return provider.DriverReq{}, fmt.Errorf("uverbs: CreateSRQ: %w", err)
+		return provider.DriverReq{}, fmt.Errorf("mlx5: %w", err)
 	}
 	r, err := p.newPrep("SRQ", sz.Bytes)
 	if err != nil {
@@ -979,7 +979,7 @@ func (q *provSRQ) ModifyDriverData() (in, out []byte) { return nil, nil }
 
 func (q *provSRQ) Modified(resized bool) error {
 	if resized {
-		return fmt.Errorf("uverbs: SRQ.Modify: mlx5 cannot resize an SRQ: %w", sys.ErrNotSupported)
+		return fmt.Errorf("uverbs SRQ.Modify: mlx5 cannot resize an SRQ: %w", sys.ErrNotSupported)
 	}
 	return nil
 }
@@ -1010,7 +1010,7 @@ func (p *Provider) AHCreated(ah *provider.AH, a *provider.AHAttr, out []byte) er
 	var av AV
 	if eth {
 		if p.resp.CmdsSuppUhw&abi.MLX5_USER_CMDS_SUPP_UHW_CREATE_AH == 0 {
-			return fmt.Errorf("uverbs: CreateAH: mlx5: the kernel does not return the destination MAC: %w", sys.ErrNotSupported)
+			return fmt.Errorf("uverbs CreateAH: mlx5: the kernel does not return the destination MAC: %w", sys.ErrNotSupported)
 		}
 		av = RoCEAV(rate, a.SL, resp.DMAC, a.TrafficClass, a.HopLimit, a.SGIDIndex, a.FlowLabel, a.DGID, RoCEUDPSport(a.FlowLabel))
 	} else {
