@@ -66,6 +66,7 @@ type Conn struct {
 
 	direct       atomic.Bool // the remote peer writes to PMem directly
 	remoteNative atomic.Bool // the remote peer's regions take native FLUSH
+	remoteAtomic atomic.Bool // the remote peer's device executes ATOMIC_WRITE
 
 	closed atomic.Bool
 	iwarp  bool // the connection is over iWARP: waits watch its DISCONNECTED
@@ -203,8 +204,9 @@ func (c *Conn) PrivateData() []byte { return c.data }
 
 // ApplyRemotePeerCfg takes the other side's configuration
 // (rpma_conn_apply_remote_peer_cfg): whether it writes to PMem directly,
-// which FlushPersistent needs, and whether its regions take native
-// FLUSH, which FlushAuto looks at.
+// which FlushPersistent needs, whether its regions take native FLUSH,
+// which FlushAuto looks at, and whether its device executes native
+// ATOMIC_WRITE, which AtomicWrite needs to post one.
 func (c *Conn) ApplyRemotePeerCfg(pcfg *PeerCfg) error {
 	const op = "conn apply remote peer cfg"
 	if err := c.alive(op); err != nil {
@@ -215,6 +217,7 @@ func (c *Conn) ApplyRemotePeerCfg(pcfg *PeerCfg) error {
 	}
 	c.direct.Store(pcfg.DirectWriteToPMem())
 	c.remoteNative.Store(pcfg.NativeFlush())
+	c.remoteAtomic.Store(pcfg.NativeAtomicWrite())
 	return nil
 }
 

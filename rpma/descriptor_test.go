@@ -81,9 +81,26 @@ func TestPeerCfgDescriptor(t *testing.T) {
 	if err != nil || !back.DirectWriteToPMem() || !back.NativeFlush() {
 		t.Errorf("round trip: %v, %v", back, err)
 	}
+	c.SetNativeAtomicWrite(true)
+	if d := c.Descriptor(); !bytes.Equal(d, []byte{1, 3}) {
+		t.Errorf("native flush and atomic write descriptor %x, want 01 03", d)
+	}
+	c.SetNativeFlush(false)
+	d = c.Descriptor()
+	if !bytes.Equal(d, []byte{1, 2}) {
+		t.Errorf("native atomic write descriptor %x, want 01 02", d)
+	}
+	back, err = rpma.PeerCfgFromDescriptor(d)
+	if err != nil || !back.DirectWriteToPMem() || back.NativeFlush() || !back.NativeAtomicWrite() {
+		t.Errorf("round trip of %x: %v, %v", d, back, err)
+	}
+	c.SetNativeAtomicWrite(false)
+	if d := c.Descriptor(); !bytes.Equal(d, []byte{1}) {
+		t.Errorf("descriptor with both flags off again %x, want 01", d)
+	}
 	// C's decoder reads only the first byte; ours reads C's one byte.
 	back, err = rpma.PeerCfgFromDescriptor([]byte{1})
-	if err != nil || !back.DirectWriteToPMem() || back.NativeFlush() {
+	if err != nil || !back.DirectWriteToPMem() || back.NativeFlush() || back.NativeAtomicWrite() {
 		t.Errorf("C descriptor 01: %v, %v", back, err)
 	}
 	if _, err := rpma.PeerCfgFromDescriptor(nil); !errors.Is(err, rpma.ErrInvalid) {
@@ -139,6 +156,9 @@ func FuzzPeerCfgFromDescriptor(f *testing.F) {
 		}
 		if c.NativeFlush() != (len(d) > 1 && d[1]&1 != 0) {
 			t.Fatalf("%x: native flush %v", d, c.NativeFlush())
+		}
+		if c.NativeAtomicWrite() != (len(d) > 1 && d[1]&2 != 0) {
+			t.Fatalf("%x: native atomic write %v", d, c.NativeAtomicWrite())
 		}
 		// Re-encoding keeps what C reads: the first byte, as 0 or 1.
 		if e := c.Descriptor(); (e[0] != 0) != (d[0] != 0) || e[0] > 1 {

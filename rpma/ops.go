@@ -360,10 +360,12 @@ func (c *Conn) WriteWithImm(dst *RemoteMR, dstOffset int, src *MR, srcOffset int
 
 // AtomicWrite writes the 8 bytes of src to the remote region dst at
 // dstOffset as one atomic store (rpma_atomic_write); dstOffset must be a
-// multiple of AtomicWriteAlignment. On a device with native ATOMIC_WRITE
-// it is one; otherwise an 8-byte inline RDMA WRITE fenced behind earlier
-// reads (so an emulated flush before it finishes first), as librpma
-// does.
+// multiple of AtomicWriteAlignment. It is a native ATOMIC_WRITE when
+// this side's device has it and the remote peer's applied configuration
+// (ApplyRemotePeerCfg) says the other side's device executes it
+// (PeerCfg.SetNativeAtomicWrite); otherwise an 8-byte inline RDMA WRITE
+// fenced behind earlier reads (so an emulated flush before it finishes
+// first), librpma's emulation.
 func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags CompletionFlags, opContext uint64) error {
 	const o = opAtomicWrite
 	if f := c.checkDst(dst, dstOffset, 8, flags); f != faultNone {
@@ -376,7 +378,7 @@ func (c *Conn) AtomicWrite(dst *RemoteMR, dstOffset int, src [8]byte, flags Comp
 		return invalid(o.String(), "the remote region's usage %v does not allow it (want WRITE_DST)", dst.Usage)
 	}
 	raddr := dst.Addr + uint64(dstOffset)
-	if c.peer.atomicWrite {
+	if c.peer.atomicWrite && c.remoteAtomic.Load() {
 		c.setWR(ops[o].opcode, flags, opContext, 0, raddr, dst.RKey)
 		c.swr.AtomicWrite = src
 		c.noData()

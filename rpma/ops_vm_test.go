@@ -118,22 +118,38 @@ func TestAtomicWrite(t *testing.T) {
 	if err := p.c.AtomicWrite(rmr, 64, val, rpma.CompletionAlways, 1); !errors.Is(err, rpma.ErrInvalid) {
 		t.Fatalf("AtomicWrite past the end = %v, want ErrInvalid", err)
 	}
-	if err := p.c.AtomicWrite(rmr, 16, val, rpma.CompletionAlways, 1); err != nil {
-		t.Fatal(err)
-	}
-	wc := waitWC(t, ctx, p.c.CQ())
-	if err := rpma.CompletionErr(&wc); err != nil || wc.WRID != 1 {
-		t.Fatalf("completion %+v: %v", wc, err)
-	}
-	wantOp := uverbs.WCRDMAWrite
-	if cp.NativeAtomicWrite() {
-		wantOp = uverbs.WCAtomicWrite
-	}
-	if wc.Opcode != wantOp {
-		t.Errorf("opcode %v, want %v (native %v)", wc.Opcode, wantOp, cp.NativeAtomicWrite())
-	}
-	if got := binary.LittleEndian.Uint64(smr.Bytes()[16:]); got != binary.LittleEndian.Uint64(val[:]) {
-		t.Errorf("server memory %x", smr.Bytes()[16:24])
+	// Without the server's word (no remote peer configuration) the
+	// client emulates; with a configuration that says the server's
+	// device executes ATOMIC_WRITE, it is native where the client's
+	// device has it too.
+	for i, tell := range []bool{false, true} {
+		if tell {
+			pcfg := rpma.NewPeerCfg()
+			pcfg.SetNativeAtomicWrite(sp.NativeAtomicWrite())
+			if err := p.c.ApplyRemotePeerCfg(pcfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		val[0] = byte(10 + i)
+		id := uint64(1 + i)
+		if err := p.c.AtomicWrite(rmr, 16, val, rpma.CompletionAlways, id); err != nil {
+			t.Fatal(err)
+		}
+		wc := waitWC(t, ctx, p.c.CQ())
+		if err := rpma.CompletionErr(&wc); err != nil || wc.WRID != id {
+			t.Fatalf("completion %+v: %v", wc, err)
+		}
+		native := tell && cp.NativeAtomicWrite() && sp.NativeAtomicWrite()
+		wantOp := uverbs.WCRDMAWrite
+		if native {
+			wantOp = uverbs.WCAtomicWrite
+		}
+		if wc.Opcode != wantOp {
+			t.Errorf("configuration applied %v: opcode %v, want %v (native on this side %v)", tell, wc.Opcode, wantOp, cp.NativeAtomicWrite())
+		}
+		if got := binary.LittleEndian.Uint64(smr.Bytes()[16:]); got != binary.LittleEndian.Uint64(val[:]) {
+			t.Errorf("configuration applied %v: server memory %x, want %x", tell, smr.Bytes()[16:24], val)
+		}
 	}
 	if vm := os.Getenv("PURERDMA_VM"); vm != "" {
 		t.Logf("kernel %s: native atomic write %v", vm, cp.NativeAtomicWrite())
