@@ -8,6 +8,7 @@
 #   make lint                 gofmt, go vet, CGO_ENABLED=0 build, shell syntax, layering check
 #   make bench                benchmarks in one VM boot per kernel
 #   make vmtest-peer          the two-VM bed's tests (rxevm -peer), 6.1 beside 6.12 and back
+#   make vmtest-bed           the bed's cross-host suites and fault table, 6.1 beside 6.12 (part of make test)
 
 GO      ?= go
 KERNELS ?= 6.1 6.12
@@ -51,7 +52,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v testdata/)); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags purerdma_peer ./cmd/purerdma
+	$(GO) vet -tags purerdma_peer ./cmd/purerdma ./rpma/examples ./internal/faults
 	CGO_ENABLED=0 $(GO) build ./...
 	@for f in scripts/* .ci/run; do bash -n "$$f" || exit 1; done
 	$(GO) test -count=1 ./internal/layering
@@ -127,19 +128,21 @@ emptyroot: deps
 	  PURERDMA_KERNEL=$$k PURERDMA_TEST_EMPTYROOT=1 $(GO) test -count=1 -v -run '^TestEmptyRoot$$' ./testenv/vm; \
 	done
 
-test: deps lint unit fuzz emptyroot vmtest-all
+test: deps lint unit fuzz emptyroot vmtest-all vmtest-bed
 
 # perftest's C tools and purerdma bench side by side (scripts/bench), then
 # C librpma and the rpma package (scripts/bench-rpma, in a boot of its
 # own: each takes 15-35 minutes), then C rstream and purerdma rstream
-# (scripts/bench-rsocket), per kernel; docs/performance.md has the
-# method and results.
+# (scripts/bench-rsocket), per kernel, then the same tools across the
+# two-VM bed, client on 6.1 and server on 6.12 (scripts/bench-peer);
+# docs/performance.md has the method and results.
 bench: deps tools
 	@set -e; for k in $(KERNELS); do \
 	  $(BIN)/rxevm -kernel $$k -timeout 20m -- $(CURDIR)/scripts/bench; \
 	  $(BIN)/rxevm -kernel $$k -timeout 60m -- $(CURDIR)/scripts/bench-rpma; \
 	  $(BIN)/rxevm -kernel $$k -timeout 30m -- $(CURDIR)/scripts/bench-rsocket; \
 	done
+	$(BIN)/rxevm -kernel 6.1 -peer 6.12 -timeout 30m -- $(CURDIR)/scripts/bench-peer
 
 # The demo's C librpma peer (the one make bench uses), built on the host:
 # compiling it in the emulated VM takes 20-45 s.
@@ -168,19 +171,31 @@ soak: deps
 	done
 
 # The two-VM bed (rxevm -peer, docs/testing.md "The two-VM bed"): its own
-# tests and the cross-host suites (purerdma pingpong and ping against
-# themselves and rdma-core's tools, one end on each VM; built only with
-# the tag purerdma_peer), one VM per kernel, 6.1 beside 6.12 and 6.12
-# beside 6.1 (not part of make test); then a peer VM that hangs and then
-# crashes under rxevm-peer, in a bed of its own.
+# tests and the cross-host suites (purerdma pingpong, ping, rstream and
+# bench connect's 500-connection storm against themselves and rdma-core's
+# tools, and rpma examples against C librpma's, one end on each VM; built
+# only with the tag purerdma_peer), one VM per kernel, 6.1 beside 6.12 and 6.12
+# beside 6.1 (make test runs the first pair: vmtest-bed below); then a
+# peer VM that hangs and then crashes under rxevm-peer, in a bed of its
+# own. The suites include the network-fault table (internal/faults).
 .PHONY: vmtest-peer
 PEERPAIRS ?= 6.1:6.12 6.12:6.1
-PEERPKGS  := ./testenv/vm ./cmd/purerdma
-vmtest-peer: deps
+PEERPKGS  := ./testenv/vm ./cmd/purerdma ./rpma/examples ./internal/faults
+vmtest-peer: deps examples
 	@set -e; for pair in $(PEERPAIRS); do \
 	  echo "== $${pair%%:*} beside $${pair##*:}"; \
-	  PURERDMA_KERNEL=$${pair%%:*} PURERDMA_PEER_KERNEL=$${pair##*:} $(GO) test -count=1 -p 1 -tags purerdma_peer \
+	  PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=$${pair%%:*} PURERDMA_PEER_KERNEL=$${pair##*:} $(GO) test -count=1 -p 1 -tags purerdma_peer \
 	    -exec $(CURDIR)/scripts/vmexec -run '^TestPeer' $(TESTFLAGS) $(PEERPKGS); \
 	done
 	PURERDMA_KERNEL=6.1 PURERDMA_PEER_KERNEL=6.12 $(GO) test -count=1 -exec $(CURDIR)/scripts/vmexec \
 	  -run '^TestBedPeerFailures$$' $(TESTFLAGS) ./testenv/vm
+
+# The part of vmtest-peer that make test runs: the cross-host suites and
+# the fault table on one bed, 6.1 on the first VM beside 6.12 on the
+# peer. Every suite runs its server on each VM in turn, so both
+# directions between the two kernels are covered; the second pair (6.12
+# beside 6.1) and the bed's hang and crash test are in make vmtest-peer.
+.PHONY: vmtest-bed
+vmtest-bed: deps examples
+	PURERDMA_EXAMPLES_BIN=$(EXAMPLES_BIN) PURERDMA_KERNEL=6.1 PURERDMA_PEER_KERNEL=6.12 $(GO) test -count=1 -p 1 -tags purerdma_peer \
+	  -exec $(CURDIR)/scripts/vmexec -run '^TestPeer' $(TESTFLAGS) $(PEERPKGS)

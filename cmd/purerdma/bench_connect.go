@@ -397,8 +397,8 @@ func (e *stepEvents) read(ctx context.Context, ch *rdmacm.EventChannel) {
 			return
 		}
 		i, ok := e.index[ev.ID]
-		if !ok {
-			continue
+		if !ok || ev.Type == rdmacm.EventTimewaitExit {
+			continue // TIMEWAIT_EXIT follows a connection's DISCONNECTED
 		}
 		if want := rdmacm.EventType(e.want.Load()); ev.Type != want {
 			if err := ev.Err(); err != nil {
