@@ -55,9 +55,16 @@ const badData = "BAD DATA"
 const caseLimit = 90 * time.Second
 
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "serve" {
+	switch os.Getenv(roleEnv) {
+	case "serve":
 		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "faults server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case udServeRole:
+		if err := serveUD(); err != nil {
+			fmt.Fprintln(os.Stderr, "faults UD server:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
