@@ -88,7 +88,7 @@ vmtest: deps examples
 # rdma_cm examples' error tests (mckey, mc and apm need UD, multicast and
 # path migration).
 SIWPKGS   := ./uverbs ./rdmacm ./rpma ./rsocket
-SIWCMDPKGS := ./cmd/purerdma $(addprefix ./cmd/purerdma/internal/,devinfo ping rcopy rstream selftest)
+SIWCMDPKGS := ./cmd/purerdma $(addprefix ./cmd/purerdma/internal/,bench devinfo ping rcopy rstream selftest)
 SIWCMDRUN := ^(TestPing(Interop|Go|Persistent|Errors|Cancel|JSON)|TestDevinfoMatchesIbvDevinfo|TestSelftest(Passes|FailsOnWrongData|LostCompletion)|TestHWCheckScript|TestBenchCM|TestRstream(Interop.*|GoGo.*|VMInterrupt)|TestRiostream(Interop.*|GoGo)|TestRcopy(Interop|Refused))$$
 SIWEXRUN  := ^TestExample(01|02|03|04|05|07|08|08srq|09|09scch|12|12scch)[A-Z]
 SIWCMEXRUN := ^(TestSRQ|TestErrors)$$
@@ -146,7 +146,7 @@ bench: deps tools
 
 # The demo's C librpma peer (the one make bench uses), built on the host:
 # compiling it in the emulated VM takes 20-45 s.
-$(BIN)/rpmabench: cmd/purerdma/testdata/rpmabench.c
+$(BIN)/rpmabench: cmd/purerdma/internal/bench/testdata/rpmabench.c
 	@mkdir -p $(BIN)
 	gcc -O2 -Wall -o $@ $< -lrpma -libverbs -lm
 

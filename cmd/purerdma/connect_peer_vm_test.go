@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/bench"
 	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -223,7 +224,7 @@ func TestPeerConnectStorm(t *testing.T) {
 func peerCheckStorm(t *testing.T, client peerEnd, cr ppResult) {
 	t.Helper()
 	if client.tool == "" {
-		var res ConnectResult
+		var res bench.ConnectResult
 		if err := json.Unmarshal([]byte(cr.stdout), &res); err != nil {
 			t.Fatalf("%v client: stdout is not bench connect's JSON: %v\n%s", client, err, cr.stdout)
 		}
@@ -234,15 +235,15 @@ func peerCheckStorm(t *testing.T, client peerEnd, cr ppResult) {
 		for _, s := range res.Steps {
 			steps = append(steps, s.Step)
 		}
-		if strings.Join(steps, ",") != strings.Join(connectSteps, ",") {
-			t.Errorf("%v client: steps %q, want %q", client, steps, connectSteps)
+		if strings.Join(steps, ",") != strings.Join(bench.ConnectSteps(), ",") {
+			t.Errorf("%v client: steps %q, want %q", client, steps, bench.ConnectSteps())
 		}
 		if cr.stderr != "" {
 			t.Errorf("%v client stderr %q, want nothing", client, cr.stderr)
 		}
 		return
 	}
-	for _, s := range connectSteps {
+	for _, s := range bench.ConnectSteps() {
 		if s == "bind addr" {
 			continue // cmtime prints it only with -b on the server
 		}

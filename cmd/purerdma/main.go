@@ -117,6 +117,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/bench"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/devices"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/devinfo"
@@ -138,34 +139,15 @@ func main() {
 	os.Exit(code)
 }
 
-// packaged are the commands in the shape every command is to take: a
-// package under internal/ exporting one cli.Command.
-var packaged = []cli.Command{devices.Command, devinfo.Command, link.Command, ping.Command, pingpong.Command, rcopy.Command,
-	res.Command, riostream.Command, rstream.Command, selftest.Command, stat.Command}
-
-// commands are purerdma's commands: the packaged ones and those still in
-// files of this package, which register themselves in init functions.
+// commands are purerdma's commands, each a package under internal/
+// exporting one cli.Command; the usage lists them by name.
 var commands = cli.Set{}
 
 func init() {
-	for _, c := range packaged {
+	for _, c := range []cli.Command{bench.Command, devices.Command, devinfo.Command, link.Command, ping.Command,
+		pingpong.Command, rcopy.Command, res.Command, riostream.Command, rstream.Command, selftest.Command, stat.Command} {
 		commands.Add(c)
 	}
-}
-
-// command is a command that lives in a file of this package, in the
-// shape of a cli.Command.
-type command struct {
-	name  string
-	usage string // one or more "  name args   description" lines
-	// help is what "-h" prints after usage: the flags and an
-	// "Examples:" section of command lines.
-	help string
-	run  func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-func register(c command) {
-	commands.Add(cli.Command{Name: c.name, Usage: c.usage, Help: c.help, Run: c.run})
 }
 
 // usage is what "purerdma -h" prints.
@@ -176,19 +158,6 @@ func commandHelp(c cli.Command) string { return c.HelpText() }
 
 // exitText documents the exit statuses.
 const exitText = cli.ExitText
-
-// isHelpFlag reports whether arg asks for help.
-func isHelpFlag(arg string) bool { return cli.IsHelpFlag(arg) }
-
-// errUsage marks a command line that cannot be run; run prints the usage.
-var errUsage = cli.ErrUsage
-
-// usageError reports a bad command line.
-func usageError(format string, args ...any) error { return cli.UsageError(format, args...) }
-
-// errHelp is what a command returns when a -h among its flags asks for
-// its help, which dispatch prints.
-var errHelp = cli.ErrHelp
 
 // run runs the command line args (without the program name) and returns
 // the exit status: 0 on success, 1 when the command fails, 2 for a bad
@@ -201,6 +170,3 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return commands.Run(ctx, args, stdout, stderr)
 }
-
-// writeJSON writes v as the one JSON document of an invocation.
-func writeJSON(w io.Writer, v any) error { return cli.WriteJSON(w, v) }

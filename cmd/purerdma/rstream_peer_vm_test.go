@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/rstream"
 	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -16,39 +17,6 @@ import (
 // transfers, -I iterations): below and above rsocket's 2 KiB first
 // transfer, its 64 KiB largest one, and past its 1 MiB buffers.
 var peerRstreamRuns = [][3]int{{64, 100, 10}, {65536, 16, 2}, {1 << 20, 4, 2}}
-
-// peerSizeStr is rstream's size_str: a byte count in k, m or g with one
-// decimal under 10.
-func peerSizeStr(size int64) string {
-	base, mag := int64(1), ""
-	switch {
-	case size >= 1<<30:
-		base, mag = 1<<30, "g"
-	case size >= 1<<20:
-		base, mag = 1<<20, "m"
-	case size >= 1<<10:
-		base, mag = 1<<10, "k"
-	}
-	if size/base < 10 {
-		if frac := (size % base) * 10 / base; frac != 0 {
-			return fmt.Sprintf("%d.%d%s", size/base, frac, mag)
-		}
-	}
-	return fmt.Sprintf("%d%s", size/base, mag)
-}
-
-// peerCntStr is rstream's cnt_str.
-func peerCntStr(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%db", n/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%dm", n/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%dk", n/1e3)
-	}
-	return strconv.FormatInt(n, 10)
-}
 
 // peerRstreamRow returns the time-independent columns (name, bytes,
 // transfers, iterations, total) of the one result row in an rstream
@@ -72,10 +40,10 @@ func peerRstreamRow(out string) ([]string, error) {
 // and total bytes asked for.
 func TestPeerRstream(t *testing.T) {
 	p := testenv.PeerHost(t)
-	rstream := toolrun.Tool(t, "rstream")
+	cRstream := toolrun.Tool(t, "rstream")
 	toolrun.Tool(t, "rdma")
 	for _, serverOnPeer := range []bool{true, false} {
-		for _, impl := range []struct{ server, client string }{{"", ""}, {"", rstream}, {rstream, ""}} {
+		for _, impl := range []struct{ server, client string }{{"", ""}, {"", cRstream}, {cRstream, ""}} {
 			server := peerEnd{onPeer: serverOnPeer, tool: impl.server}
 			client := peerEnd{onPeer: !serverOnPeer, tool: impl.client}
 			for _, run := range peerRstreamRuns {
@@ -95,8 +63,8 @@ func TestPeerRstream(t *testing.T) {
 						return a
 					}
 					sr, cr := peerPair(t, p, listenCM, server, client, args(server, "-b", serverAddr), args(client, "-s", serverAddr, "-b", clientAddr), port)
-					want := []string{"custom", peerSizeStr(int64(size)), peerCntStr(int64(count)), peerCntStr(int64(iters)),
-						peerSizeStr(int64(size) * int64(count) * int64(iters) * 2)}
+					want := []string{"custom", rstream.SizeStr(int64(size)), rstream.CntStr(int64(count)), rstream.CntStr(int64(iters)),
+						rstream.SizeStr(int64(size) * int64(count) * int64(iters) * 2)}
 					for _, e := range []struct {
 						name string
 						end  peerEnd

@@ -376,7 +376,7 @@ func rstreamPlan(o *rsOptions) []rsPhase {
 		}
 		// init_latency_test and init_bandwidth_test: the size in a
 		// char[5], the name in a char[10].
-		sz := truncate(sizeStr(int64(s.size)), 4)
+		sz := truncate(SizeStr(int64(s.size)), 4)
 		lat.tests = append(lat.tests, rsTest{truncate(sz+"_lat", 9), s.size, 1, sizeToCount(s.size)})
 		bw.tests = append(bw.tests, rsTest{truncate(sz+"_bw", 9), s.size, sizeToCount(s.size), 1})
 	}
@@ -385,9 +385,9 @@ func rstreamPlan(o *rsOptions) []rsPhase {
 
 func truncate(s string, n int) string { return s[:min(len(s), n)] }
 
-// sizeStr is common.c's size_str: bytes with a k, m or g suffix for
+// SizeStr is common.c's size_str: bytes with a k, m or g suffix for
 // binary multiples and one decimal below 10 of them.
-func sizeStr(size int64) string {
+func SizeStr(size int64) string {
 	base, mag := int64(1), ""
 	switch {
 	case size >= 1<<30:
@@ -407,9 +407,9 @@ func sizeStr(size int64) string {
 	return fmt.Sprintf("%d%s", size/base, mag)
 }
 
-// cntStr is common.c's cnt_str: a count in decimal thousands (k),
+// CntStr is common.c's cnt_str: a count in decimal thousands (k),
 // millions (m) or billions (b), rounded down.
-func cntStr(n int64) string {
+func CntStr(n int64) string {
 	switch {
 	case n >= 1e9:
 		return fmt.Sprintf("%db", n/1e9)
@@ -834,6 +834,6 @@ func rstreamRowText(t rsTest, d time.Duration) string {
 	secs := float64(usec) / 1e6
 	gbps := float64(total*8) / (1000 * float64(usec))
 	per := float64(usec / float32(t.iters) / float32(t.count*2))
-	return fmt.Sprintf("%-10s%-8s%-8s%-8s%-8s%8ss%10s%11s\n", t.name, sizeStr(int64(t.size)), cntStr(int64(t.count)),
-		cntStr(int64(t.iters)), sizeStr(total), cli.CFloat(secs), cli.CFloat(gbps), cli.CFloat(per))
+	return fmt.Sprintf("%-10s%-8s%-8s%-8s%-8s%8ss%10s%11s\n", t.name, SizeStr(int64(t.size)), CntStr(int64(t.count)),
+		CntStr(int64(t.iters)), SizeStr(total), cli.CFloat(secs), cli.CFloat(gbps), cli.CFloat(per))
 }

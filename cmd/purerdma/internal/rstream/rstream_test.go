@@ -150,8 +150,8 @@ func TestRstreamSizeStr(t *testing.T) {
 		{12800000, "12m"}, {81920000, "78m"}, {131072000, "125m"}, {209715200, "200m"}, {1073741823, "1023m"},
 		{1 << 30, "1g"}, {3 << 29, "1.5g"}, {12 << 30, "12g"}, {1 << 40, "1024g"},
 	} {
-		if got := sizeStr(tt.n); got != tt.want {
-			t.Errorf("sizeStr(%d) = %q, want %q", tt.n, got, tt.want)
+		if got := SizeStr(tt.n); got != tt.want {
+			t.Errorf("SizeStr(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
 }
@@ -164,8 +164,8 @@ func TestRstreamCntStr(t *testing.T) {
 		{0, "0"}, {1, "1"}, {999, "999"}, {1000, "1k"}, {1999, "1k"}, {10000, "10k"}, {100000, "100k"},
 		{999999, "999k"}, {1000000, "1m"}, {999999999, "999m"}, {1000000000, "1b"}, {2147483647, "2b"},
 	} {
-		if got := cntStr(tt.n); got != tt.want {
-			t.Errorf("cntStr(%d) = %q, want %q", tt.n, got, tt.want)
+		if got := CntStr(tt.n); got != tt.want {
+			t.Errorf("CntStr(%d) = %q, want %q", tt.n, got, tt.want)
 		}
 	}
 }
@@ -530,8 +530,8 @@ func rsWantRows(t *testing.T, args []string) []rsRow {
 	var rows []rsRow
 	for _, p := range rstreamPlan(&o) {
 		for _, x := range p.tests {
-			rows = append(rows, rsRow{x.name, sizeStr(int64(x.size)), cntStr(int64(x.count)), cntStr(int64(x.iters)),
-				sizeStr(int64(x.iters) * int64(x.count) * int64(x.size) * 2)})
+			rows = append(rows, rsRow{x.name, SizeStr(int64(x.size)), CntStr(int64(x.count)), CntStr(int64(x.iters)),
+				SizeStr(int64(x.iters) * int64(x.count) * int64(x.size) * 2)})
 		}
 	}
 	return rows

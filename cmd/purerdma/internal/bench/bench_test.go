@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"errors"
@@ -8,7 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	perf "github.com/purerdma/rdma/internal/bench"
 )
 
 func TestParseBenchArgs(t *testing.T) {
@@ -24,30 +25,30 @@ func TestParseBenchArgs(t *testing.T) {
 		args []string
 		want benchConfig
 	}{
-		{[]string{"write_lat"}, with(lat, func(c *benchConfig) { c.test = bench.WriteLat })},
+		{[]string{"write_lat"}, with(lat, func(c *benchConfig) { c.test = perf.WriteLat })},
 		{[]string{"ib_send_lat", "-s", "64", "198.18.0.1"}, with(lat, func(c *benchConfig) {
-			c.test, c.size, c.server = bench.SendLat, 64, "198.18.0.1"
+			c.test, c.size, c.server = perf.SendLat, 64, "198.18.0.1"
 		})},
 		{[]string{"atomic_lat", "-d", "rxe1", "-i", "1", "-x", "1", "-n", "50", "-w", "0", "-p", "20000", "-json", "host"},
 			with(lat, func(c *benchConfig) {
 				c.test, c.size, c.dev, c.gidIndex, c.iters, c.warmup, c.tcpPort, c.json, c.server =
-					bench.AtomicLat, 8, "rxe1", 1, 50, 0, 20000, true, "host"
+					perf.AtomicLat, 8, "rxe1", 1, 50, 0, 20000, true, "host"
 			})},
 		// Flags may follow the server, as perftest's do.
 		{[]string{"read_lat", "host", "-n", "20", "-yield", "0"}, with(lat, func(c *benchConfig) {
-			c.test, c.server, c.iters, c.yield = bench.ReadLat, "host", 20, 0
+			c.test, c.server, c.iters, c.yield = perf.ReadLat, "host", 20, 0
 		})},
 		// ib_write_bw runs 5000 iterations; messages up to 8 KiB are
 		// signalled every 100th.
 		{[]string{"write_bw", "-s", "4096"}, with(bw, func(c *benchConfig) {
-			c.test, c.size, c.iters, c.cqMod = bench.WriteBW, 4096, 5000, 100
+			c.test, c.size, c.iters, c.cqMod = perf.WriteBW, 4096, 5000, 100
 		})},
-		{[]string{"read_bw"}, with(bw, func(c *benchConfig) { c.test = bench.ReadBW })},
+		{[]string{"read_bw"}, with(bw, func(c *benchConfig) { c.test = perf.ReadBW })},
 		// CQ moderation never exceeds the tx depth.
 		{[]string{"send_bw", "-s", "8", "-t", "64", "-Q", "200", "-cpuprofile", "/tmp/p"}, with(bw, func(c *benchConfig) {
-			c.test, c.size, c.txDepth, c.cqMod, c.warmup, c.cpuProfile = bench.SendBW, 8, 64, 64, 64, "/tmp/p"
+			c.test, c.size, c.txDepth, c.cqMod, c.warmup, c.cpuProfile = perf.SendBW, 8, 64, 64, 64, "/tmp/p"
 		})},
-		{[]string{"read_bw", "-allocprofile", "/tmp/a"}, with(bw, func(c *benchConfig) { c.test, c.allocProfile = bench.ReadBW, "/tmp/a" })},
+		{[]string{"read_bw", "-allocprofile", "/tmp/a"}, with(bw, func(c *benchConfig) { c.test, c.allocProfile = perf.ReadBW, "/tmp/a" })},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -89,7 +90,7 @@ func TestParseBenchArgsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, err := parseBenchArgs(tt.args)
-			if !errors.Is(err, errUsage) {
+			if !errors.Is(err, cli.ErrUsage) {
 				t.Fatalf("parseBenchArgs = %v, want a usage error", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {

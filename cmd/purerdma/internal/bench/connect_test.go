@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -35,11 +36,11 @@ func TestBenchConnectFlags(t *testing.T) {
 		{[]string{"-b", "198.18.0.1", "-accepters", "4"}, true},
 		{[]string{"-b", "198.18.0.1", "-accepters", "-1"}, false},
 	} {
-		_, err := parseConnectFlags(tc.args, io.Discard)
+		_, err := parseConnectFlags(tc.args)
 		if (err == nil) != tc.ok {
 			t.Errorf("%q: %v, want ok=%v", tc.args, err, tc.ok)
 		}
-		if err != nil && !errors.Is(err, errUsage) {
+		if err != nil && !errors.Is(err, cli.ErrUsage) {
 			t.Errorf("%q: %v is not a usage error", tc.args, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/purerdma/rdma/internal/bench"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/rdmacm"
 )
 
@@ -20,7 +20,7 @@ import (
 // The server listens on the rdma_cm before it accepts the exchange's
 // TCP connection, so that a client that reached the exchange finds the
 // listener; the client connects its QP once the exchange is up.
-func benchRunCM(ctx context.Context, cfg *benchConfig) (_ *bench.Result, err error) {
+func benchRunCM(ctx context.Context, cfg *benchConfig) (_ *perf.Result, err error) {
 	fail := func(err error) error { return fmt.Errorf("bench %v: %w", cfg.test, err) }
 	local := netip.IPv4Unspecified()
 	if cfg.bind != "" {

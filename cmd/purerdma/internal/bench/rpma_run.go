@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/purerdma/rdma/internal/bench"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/internal/cycles"
 	"github.com/purerdma/rdma/rpma"
 	"github.com/purerdma/rdma/spin"
@@ -267,7 +267,7 @@ func rpmaClientRun(ctx context.Context, cfg *rpmaBenchConfig, s *rpmaSide, conn 
 }
 
 // rpmaRunner runs one test's loop on a connection. Like the verbs
-// bench's loops (bench_loops.go) it busy-polls, allocates nothing and
+// bench's loops (loops.go) it busy-polls, allocates nothing and
 // yields to the Go scheduler every -yield (spinWaiter).
 type rpmaRunner struct {
 	cfg    *rpmaBenchConfig
@@ -291,11 +291,11 @@ func newRpmaRunner(ctx context.Context, cfg *rpmaBenchConfig, s *rpmaSide, conn 
 func (r *rpmaRunner) run() (*rpmaResult, error) {
 	cfg := r.cfg
 	var lat []uint64
-	var bw bench.BWStamps
+	var bw perf.BWStamps
 	if cfg.test.latency() {
 		lat = make([]uint64, cfg.iters)
 	} else {
-		bw = bench.BWStamps{Posted: make([]uint64, cfg.iters), Completed: make([]uint64, cfg.iters)}
+		bw = perf.BWStamps{Posted: make([]uint64, cfg.iters), Completed: make([]uint64, cfg.iters)}
 	}
 	gc0 := benchGCCycles()
 	clock := cycles.StartClock()
@@ -328,13 +328,13 @@ func (r *rpmaRunner) run() (*rpmaResult, error) {
 		}
 	}
 	if cfg.test.latency() {
-		l, err := bench.SummarizeLatency(bench.LatencySamples(lat, rate, cfg.test.rttFactor()))
+		l, err := perf.SummarizeLatency(perf.LatencySamples(lat, rate, cfg.test.rttFactor()))
 		if err != nil {
 			return nil, err
 		}
 		res.Latency = &l
 	} else {
-		b, err := bench.SummarizeBandwidth(cfg.size, bw, cfg.flushEvery, rate)
+		b, err := perf.SummarizeBandwidth(cfg.size, bw, cfg.flushEvery, rate)
 		if err != nil {
 			return nil, err
 		}
@@ -428,7 +428,7 @@ func (r *rpmaRunner) sendLat(stamps []uint64) error {
 }
 
 // writeBW streams writes, the warm-up first, unmeasured.
-func (r *rpmaRunner) writeBW(st *bench.BWStamps) error {
+func (r *rpmaRunner) writeBW(st *perf.BWStamps) error {
 	if r.cfg.warmup > 0 {
 		if err := r.streamN(r.cfg.warmup, nil); err != nil {
 			return err
@@ -441,7 +441,7 @@ func (r *rpmaRunner) writeBW(st *bench.BWStamps) error {
 // on error, with a flush reported always after every -f writes and
 // after the last; a flush's completion (its op context is the number of
 // writes before it) completes every write before it.
-func (r *rpmaRunner) streamN(n int, st *bench.BWStamps) error {
+func (r *rpmaRunner) streamN(n int, st *perf.BWStamps) error {
 	c, mr, rmr, size, off := r.conn, r.side.mr, r.rmr, r.cfg.size, r.roff
 	depth, every := r.cfg.txDepth, r.cfg.flushEvery
 	wc := r.wc[:]

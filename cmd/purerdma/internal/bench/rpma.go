@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/rpma"
 	"github.com/purerdma/rdma/spin"
 )
 
 // bench rpma measures the rpma package the way scripts/bench-rpma
-// measures C librpma with cmd/purerdma/testdata/rpmabench.c: the same
+// measures C librpma with testdata/rpmabench.c: the same
 // operations, sizes and statistics, and a wire both programs speak, so
 // a Go client runs against a C server and the other way round.
 //
@@ -123,14 +124,14 @@ const rpmaUsage = "  bench rpma TEST [-s SIZE] [-n ITERS] [-w WARMUP] [-t DEPTH]
 
 func parseRpmaBenchArgs(args []string) (rpmaBenchConfig, error) {
 	if len(args) == 0 {
-		return rpmaBenchConfig{}, usageError("bench rpma needs a test: one of %s", strings.Join(rpmaTestNames[1:], ", "))
+		return rpmaBenchConfig{}, cli.UsageError("bench rpma needs a test: one of %s", strings.Join(rpmaTestNames[1:], ", "))
 	}
-	if args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		return rpmaBenchConfig{}, errUsage
+	if cli.IsHelpFlag(args[0]) {
+		return rpmaBenchConfig{}, cli.ErrHelp
 	}
 	test, err := parseRpmaTest(args[0])
 	if err != nil {
-		return rpmaBenchConfig{}, usageError("bench rpma: %v", err)
+		return rpmaBenchConfig{}, cli.UsageError("bench rpma: %v", err)
 	}
 	c := rpmaBenchConfig{test: test}
 	var flush string
@@ -151,8 +152,10 @@ func parseRpmaBenchArgs(args []string) (rpmaBenchConfig, error) {
 	rest := args[1:]
 	var pos []string
 	for {
-		if err := fs.Parse(rest); err != nil {
-			return rpmaBenchConfig{}, usageError("bench rpma %v: %v", test, err)
+		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
+			return rpmaBenchConfig{}, cli.ErrHelp
+		} else if err != nil {
+			return rpmaBenchConfig{}, cli.UsageError("bench rpma %v: %v", test, err)
 		}
 		rest = fs.Args()
 		if len(rest) == 0 {
@@ -164,7 +167,7 @@ func parseRpmaBenchArgs(args []string) (rpmaBenchConfig, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if err := c.fill(pos, flush, given); err != nil {
-		return rpmaBenchConfig{}, usageError("bench rpma %v: %v", test, err)
+		return rpmaBenchConfig{}, cli.UsageError("bench rpma %v: %v", test, err)
 	}
 	return c, nil
 }
@@ -227,12 +230,12 @@ func (c *rpmaBenchConfig) fill(pos []string, flush string, given map[string]bool
 		}
 	}
 	switch {
-	case c.size < 1 || c.size > bench.MaxSize:
-		return fmt.Errorf("size %d: 1 to %d bytes", c.size, bench.MaxSize)
-	case c.iters < benchMinIters || c.iters > bench.MaxIters:
-		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, bench.MaxIters)
-	case c.warmup > bench.MaxIters:
-		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, bench.MaxIters)
+	case c.size < 1 || c.size > perf.MaxSize:
+		return fmt.Errorf("size %d: 1 to %d bytes", c.size, perf.MaxSize)
+	case c.iters < benchMinIters || c.iters > perf.MaxIters:
+		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, perf.MaxIters)
+	case c.warmup > perf.MaxIters:
+		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, perf.MaxIters)
 	case c.port < 1 || c.port > 65535:
 		return fmt.Errorf("port %d: 1 to 65535", c.port)
 	case c.yield < 0 || c.yield > benchMaxYield:
@@ -386,20 +389,20 @@ func decodeRpmaCommonData(b []byte) (rpmaCommonData, error) {
 
 // rpmaResult is what a bench rpma client measured.
 type rpmaResult struct {
-	Test          string           `json:"test"`
-	Library       string           `json:"library"` // "purerdma" (C: "librpma")
-	Role          string           `json:"role"`
-	Size          int              `json:"size"`
-	Iterations    int              `json:"iterations"`
-	Warmup        int              `json:"warmup"`
-	TxDepth       int              `json:"tx_depth"`
-	FlushEvery    int              `json:"flush_every,omitempty"`
-	Flush         string           `json:"flush,omitempty"` // "native" or "emulated" where the test flushes
-	CyclesPerUsec float64          `json:"cycles_per_usec"`
-	GCCycles      uint64           `json:"gc_cycles"`
-	Latency       *bench.Latency   `json:"latency_usec,omitempty"`
-	Bandwidth     *bench.Bandwidth `json:"bandwidth,omitempty"`
-	Verified      bool             `json:"verified,omitempty"` // -verify: the pattern written and flushed read back equal
+	Test          string          `json:"test"`
+	Library       string          `json:"library"` // "purerdma" (C: "librpma")
+	Role          string          `json:"role"`
+	Size          int             `json:"size"`
+	Iterations    int             `json:"iterations"`
+	Warmup        int             `json:"warmup"`
+	TxDepth       int             `json:"tx_depth"`
+	FlushEvery    int             `json:"flush_every,omitempty"`
+	Flush         string          `json:"flush,omitempty"` // "native" or "emulated" where the test flushes
+	CyclesPerUsec float64         `json:"cycles_per_usec"`
+	GCCycles      uint64          `json:"gc_cycles"`
+	Latency       *perf.Latency   `json:"latency_usec,omitempty"`
+	Bandwidth     *perf.Bandwidth `json:"bandwidth,omitempty"`
+	Verified      bool            `json:"verified,omitempty"` // -verify: the pattern written and flushed read back equal
 }
 
 func (r *rpmaResult) writeJSON(w io.Writer) error {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
 	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/uverbs"
 )
@@ -24,6 +27,10 @@ import (
 
 // connectSteps are cmtime's steps, in its order and spelling.
 var connectSteps = []string{"create id", "bind addr", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"}
+
+// ConnectSteps returns the steps "bench connect" reports, in order:
+// cmtime's, in its spelling.
+func ConnectSteps() []string { return slices.Clone(connectSteps) }
 
 const (
 	stepCreateID = iota
@@ -48,10 +55,10 @@ type connectOpts struct {
 	accepters    int
 }
 
-func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
+func parseConnectFlags(args []string) (connectOpts, error) {
 	var o connectOpts
 	fs := flag.NewFlagSet("bench connect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // the error returned says what is wrong; -h prints bench's help
 	fs.StringVar(&o.server, "s", "", "server address (client mode)")
 	fs.StringVar(&o.bind, "b", "", "bind address (server: listen address; client: source address)")
 	fs.IntVar(&o.port, "p", 7471, "rdma_cm port")
@@ -63,24 +70,24 @@ func parseConnectFlags(args []string, stderr io.Writer) (connectOpts, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile (runtime/pprof) to this file")
 	fs.StringVar(&o.allocProfile, "allocprofile", "", "record every allocation and write the profile to this file at the end (slows the run)")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return o, errHelp
+		return o, cli.ErrHelp
 	} else if err != nil {
-		return o, usageError("bench connect: %v", err)
+		return o, cli.UsageError("bench connect: %v", err)
 	}
 	if fs.NArg() != 0 {
-		return o, usageError("bench connect: unexpected argument %q", fs.Arg(0))
+		return o, cli.UsageError("bench connect: unexpected argument %q", fs.Arg(0))
 	}
 	if o.server == "" && o.bind == "" {
-		return o, usageError("bench connect: -b ADDR (server) or -s SERVER (client)")
+		return o, cli.UsageError("bench connect: -b ADDR (server) or -s SERVER (client)")
 	}
 	if o.conns < 1 || o.port < 1 || o.port > 65535 || o.timeout <= 0 || o.accepters < 0 {
-		return o, usageError("bench connect: -c, -p and -t must be positive, -accepters not negative (-p at most 65535)")
+		return o, cli.UsageError("bench connect: -c, -p and -t must be positive, -accepters not negative (-p at most 65535)")
 	}
 	return o, nil
 }
 
 func runBenchConnect(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseConnectFlags(args, stderr)
+	o, err := parseConnectFlags(args)
 	if err != nil {
 		return err
 	}
@@ -216,7 +223,7 @@ func (c *connectCQs) close() {
 }
 
 func connectClient(ctx context.Context, o connectOpts) (*ConnectResult, error) {
-	if err := checkCMDevices(); err != nil {
+	if err := devs.CheckCM(); err != nil {
 		return nil, fmt.Errorf("bench connect: %w", err)
 	}
 	dst, err := resolveHostPort(ctx, o.server, o.port)
@@ -423,7 +430,7 @@ func (e *stepEvents) read(ctx context.Context, ch *rdmacm.EventChannel) {
 // threads do; more accepters share the requests, and 0 handles every
 // event in the loop.
 func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
-	if err := checkCMDevices(); err != nil {
+	if err := devs.CheckCM(); err != nil {
 		return fmt.Errorf("bench connect: %w", err)
 	}
 	addr, err := resolveHostPort(ctx, o.bind, o.port)
@@ -441,7 +448,7 @@ func connectServer(ctx context.Context, o connectOpts, stdout io.Writer) error {
 	}
 	defer l.Close()
 	if err := l.Bind(addr); err != nil {
-		return fmt.Errorf("bench connect: bind to %v: %w", addr, bindError(addr, err))
+		return fmt.Errorf("bench connect: bind to %v: %w", addr, devs.BindError(addr, err))
 	}
 	if err := l.Listen(0); err != nil {
 		return err

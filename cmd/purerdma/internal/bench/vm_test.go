@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/purerdma/rdma/cmd/purerdma/internal/cli/clitest"
-	"github.com/purerdma/rdma/internal/bench"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -61,10 +61,10 @@ func freePort(t *testing.T) int { return clitest.FreePort(t) }
 // JSON, and checks that the results parse and hold positive numbers. It
 // asserts nothing about performance.
 func TestBenchPairs(t *testing.T) {
-	for _, test := range bench.Tests() {
+	for _, test := range perf.Tests() {
 		t.Run(test.String(), func(t *testing.T) {
 			args := []string{test.String(), "-n", "40", "-w", "5", "-json"}
-			if test != bench.AtomicLat {
+			if test != perf.AtomicLat {
 				args = append(args, "-s", "100")
 			}
 			srvOut, cliOut, srvErr, cliErr := benchPair(t, args, args)
@@ -93,9 +93,9 @@ func TestBenchPairs(t *testing.T) {
 
 // checkBenchJSON parses one side's output and checks that its numbers
 // are there and positive.
-func checkBenchJSON(t *testing.T, side, out string, test bench.Test) *bench.Result {
+func checkBenchJSON(t *testing.T, side, out string, test perf.Test) *perf.Result {
 	t.Helper()
-	var r bench.Result
+	var r perf.Result
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
@@ -105,7 +105,7 @@ func checkBenchJSON(t *testing.T, side, out string, test bench.Test) *bench.Resu
 		t.Fatalf("%s result: %v", side, err)
 	}
 	wantSize := 100
-	if test == bench.AtomicLat {
+	if test == perf.AtomicLat {
 		wantSize = 8
 	}
 	if r.Test != test || r.Size != wantSize || r.Iterations != 40 || r.Warmup != 5 || r.MTU <= 0 || r.CyclesPerUsec <= 0 {
@@ -113,7 +113,7 @@ func checkBenchJSON(t *testing.T, side, out string, test bench.Test) *bench.Resu
 	}
 	if test.Latency() {
 		l := r.Latency
-		if l.Samples != 40-1-bench.LatencyTail || l.Min <= 0 || l.Median < l.Min || l.P99 < l.Median || l.Max < l.P99 {
+		if l.Samples != 40-1-perf.LatencyTail || l.Min <= 0 || l.Median < l.Min || l.P99 < l.Median || l.Max < l.P99 {
 			t.Errorf("%s latency %+v: want 37 samples, 0 < min <= median <= p99 <= max", side, *l)
 		}
 	} else {
@@ -165,7 +165,7 @@ func TestBenchMismatch(t *testing.T) {
 // only way; make vmtest runs it there too), both sides in JSON.
 func TestBenchCM(t *testing.T) {
 	f := testenv.NeedFabric(t)
-	for _, test := range []bench.Test{bench.WriteLat, bench.ReadLat, bench.SendLat, bench.WriteBW, bench.ReadBW, bench.SendBW} {
+	for _, test := range []perf.Test{perf.WriteLat, perf.ReadLat, perf.SendLat, perf.WriteBW, perf.ReadBW, perf.SendBW} {
 		t.Run(test.String(), func(t *testing.T) {
 			args := []string{test.String(), "-R", "-n", "40", "-w", "5", "-s", "100", "-json", "-p", strconv.Itoa(freePort(t))}
 			srvOut, cliOut, srvErr, cliErr := benchRunPair(t, append(append([]string{}, args...), "-b", f.Addrs[0].String()),

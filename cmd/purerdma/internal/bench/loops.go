@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/purerdma/rdma/internal/bench"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/internal/cycles"
 	"github.com/purerdma/rdma/mmio"
 	"github.com/purerdma/rdma/spin"
@@ -27,14 +27,14 @@ type benchRunner struct {
 	ctx    context.Context
 	cfg    *benchConfig
 	ep     *benchEndpoint
-	peer   bench.Hello
+	peer   perf.Hello
 	server bool
 	w      spinWaiter
 	src    []uverbs.SGE // the first half of the buffer, size bytes
 	dst    []uverbs.SGE // the second half, where the peer's messages land
 }
 
-func newBenchRunner(ctx context.Context, cfg *benchConfig, ep *benchEndpoint, peer bench.Hello) *benchRunner {
+func newBenchRunner(ctx context.Context, cfg *benchConfig, ep *benchEndpoint, peer perf.Hello) *benchRunner {
 	r := &benchRunner{ctx: ctx, cfg: cfg, ep: ep, peer: peer, server: cfg.server == "", w: spinWaiter{pace: spin.New(ctx, cfg.yield)}}
 	r.src = []uverbs.SGE{{Addr: ep.mr.Addr(), Length: uint32(cfg.size), LKey: ep.mr.LKey()}}
 	r.dst = []uverbs.SGE{{Addr: ep.mr.Addr() + uint64(ep.region), Length: uint32(cfg.size), LKey: ep.mr.LKey()}}
@@ -47,7 +47,7 @@ func (r *benchRunner) total() int { return r.cfg.warmup + r.cfg.iters }
 // prepare posts the receives a SEND test starts with, before the peer
 // may send.
 func (r *benchRunner) prepare() error {
-	if r.ep.rxDepth == 0 || !r.server && r.cfg.test == bench.SendBW {
+	if r.ep.rxDepth == 0 || !r.server && r.cfg.test == perf.SendBW {
 		return nil
 	}
 	wr := uverbs.RecvWR{SGL: r.dst}
@@ -65,34 +65,34 @@ func (r *benchRunner) measures() bool { return !r.server || r.cfg.test.PingPong(
 
 // run runs the test and returns this side's result, or nil when the
 // peer measures.
-func (r *benchRunner) run() (*bench.Result, error) {
+func (r *benchRunner) run() (*perf.Result, error) {
 	cfg := r.cfg
 	var lat []uint64
-	var bw bench.BWStamps
+	var bw perf.BWStamps
 	if r.measures() {
 		if cfg.test.Latency() {
 			lat = make([]uint64, cfg.iters)
 		} else {
-			bw = bench.BWStamps{Posted: make([]uint64, cfg.iters), Completed: make([]uint64, cfg.iters)}
+			bw = perf.BWStamps{Posted: make([]uint64, cfg.iters), Completed: make([]uint64, cfg.iters)}
 		}
 	}
 	gc0 := benchGCCycles()
 	clock := cycles.StartClock()
 	var err error
 	switch cfg.test {
-	case bench.WriteLat:
+	case perf.WriteLat:
 		err = r.writeLat(lat)
-	case bench.SendLat:
+	case perf.SendLat:
 		err = r.sendLat(lat)
-	case bench.ReadLat, bench.AtomicLat:
+	case perf.ReadLat, perf.AtomicLat:
 		if !r.server {
 			err = r.roundTrips(lat)
 		}
-	case bench.WriteBW, bench.ReadBW, bench.SendBW:
+	case perf.WriteBW, perf.ReadBW, perf.SendBW:
 		switch {
 		case !r.server:
 			err = r.stream(&bw)
-		case cfg.test == bench.SendBW:
+		case cfg.test == perf.SendBW:
 			err = r.receive()
 		}
 	}
@@ -104,7 +104,7 @@ func (r *benchRunner) run() (*bench.Result, error) {
 	if rate <= 0 {
 		return nil, errors.New("the cycle counter did not advance")
 	}
-	res := &bench.Result{
+	res := &perf.Result{
 		Test: cfg.test, Role: "client", Reporter: "client", Device: r.ep.ctx.Device().Name, Port: cfg.port,
 		GIDIndex: r.ep.gidIndex, MTU: r.ep.mtu.Bytes(), Size: cfg.size, Iterations: cfg.iters, Warmup: cfg.warmup,
 		TxDepth: cfg.txDepth, CQMod: cfg.cqMod, RxDepth: r.ep.rxDepth, CyclesPerUsec: rate, GCCycles: gcs,
@@ -112,17 +112,17 @@ func (r *benchRunner) run() (*bench.Result, error) {
 	if r.server {
 		res.Role, res.Reporter = "server", "server"
 	}
-	if cfg.test == bench.ReadLat || cfg.test == bench.ReadBW || cfg.test == bench.AtomicLat {
+	if cfg.test == perf.ReadLat || cfg.test == perf.ReadBW || cfg.test == perf.AtomicLat {
 		res.OutReads = int(min(uint8(r.ep.outReads), r.peer.OutReads))
 	}
 	if cfg.test.Latency() {
-		l, err := bench.SummarizeLatency(bench.LatencySamples(lat, rate, cfg.test.RTTFactor()))
+		l, err := perf.SummarizeLatency(perf.LatencySamples(lat, rate, cfg.test.RTTFactor()))
 		if err != nil {
 			return nil, err
 		}
 		res.Latency = &l
 	} else {
-		b, err := bench.SummarizeBandwidth(cfg.size, bw, cfg.cqMod, rate)
+		b, err := perf.SummarizeBandwidth(cfg.size, bw, cfg.cqMod, rate)
 		if err != nil {
 			return nil, err
 		}
@@ -231,7 +231,7 @@ func (r *benchRunner) roundTrips(stamps []uint64) error {
 	ep, warm := r.ep, r.cfg.warmup
 	wr := uverbs.SendWR{Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, SGL: r.src,
 		RemoteAddr: r.peer.Addr, RKey: r.peer.RKey}
-	if r.cfg.test == bench.AtomicLat {
+	if r.cfg.test == perf.AtomicLat {
 		wr.Opcode, wr.CompareAdd = uverbs.WRAtomicFetchAndAdd, 1
 	}
 	for scnt := range r.total() {
@@ -255,9 +255,9 @@ func (r *benchRunner) roundTrips(stamps []uint64) error {
 // client: keep up to tx depth messages posted, signal every cq_mod-th
 // and the last, and count a signalled completion as all messages up to
 // it done. The warm-up runs the same loop unmeasured first.
-func (r *benchRunner) stream(st *bench.BWStamps) error {
-	op := map[bench.Test]uverbs.WROpcode{bench.WriteBW: uverbs.WRRDMAWrite, bench.ReadBW: uverbs.WRRDMARead,
-		bench.SendBW: uverbs.WRSend}[r.cfg.test]
+func (r *benchRunner) stream(st *perf.BWStamps) error {
+	op := map[perf.Test]uverbs.WROpcode{perf.WriteBW: uverbs.WRRDMAWrite, perf.ReadBW: uverbs.WRRDMARead,
+		perf.SendBW: uverbs.WRSend}[r.cfg.test]
 	wr := uverbs.SendWR{Opcode: op, SGL: r.src, RemoteAddr: r.peer.Addr, RKey: r.peer.RKey}
 	if r.cfg.warmup > 0 {
 		if err := r.streamN(&wr, r.cfg.warmup, nil); err != nil {
@@ -267,7 +267,7 @@ func (r *benchRunner) stream(st *bench.BWStamps) error {
 	return r.streamN(&wr, r.cfg.iters, st)
 }
 
-func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *bench.BWStamps) error {
+func (r *benchRunner) streamN(wr *uverbs.SendWR, n int, st *perf.BWStamps) error {
 	ep, depth, mod := r.ep, r.cfg.txDepth, r.cfg.cqMod
 	wc := ep.wc[:]
 	var scnt, ccnt int

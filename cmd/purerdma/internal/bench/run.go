@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/devs"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/uverbs"
 )
 
@@ -53,7 +54,7 @@ func openBenchEndpoint(cfg *benchConfig) (_ *benchEndpoint, err error) {
 			ep.close()
 		}
 	}()
-	dev, err := findDevice(cfg.dev)
+	dev, err := devs.Find(cfg.dev)
 	if err != nil {
 		return nil, err
 	}
@@ -165,8 +166,8 @@ func benchGID(c *uverbs.Context, port, index int) (int, uverbs.GID, error) {
 }
 
 // hello is what this side tells the peer.
-func (ep *benchEndpoint) hello(cfg *benchConfig) bench.Hello {
-	return bench.Hello{
+func (ep *benchEndpoint) hello(cfg *benchConfig) perf.Hello {
+	return perf.Hello{
 		Test: cfg.test, Size: uint32(cfg.size), Iters: uint32(cfg.iters), Warmup: uint32(cfg.warmup),
 		QPN: ep.qp.Num(), PSN: ep.psn, GID: ep.gid, MTU: uint8(ep.mtu), OutReads: uint8(ep.outReads),
 		RKey: ep.mr.RKey(), Addr: ep.mr.Addr() + uint64(ep.region), Len: uint64(ep.region),
@@ -184,7 +185,7 @@ const (
 
 // connect moves the QP, in INIT, to RTR and RTS towards the peer, with
 // perftest's settings.
-func (ep *benchEndpoint) connect(peer bench.Hello) error {
+func (ep *benchEndpoint) connect(peer perf.Hello) error {
 	ep.mtu = min(ep.mtu, uverbs.MTU(peer.MTU))
 	if ep.cm {
 		return nil // the rdma_cm connected the QP
@@ -208,30 +209,30 @@ type benchSession struct {
 	conn net.Conn
 }
 
-func (s *benchSession) send(t bench.MsgType, payload []byte) error {
+func (s *benchSession) send(t perf.MsgType, payload []byte) error {
 	s.conn.SetWriteDeadline(time.Now().Add(benchHandshakeTimeout))
-	return s.wrap(bench.WriteMessage(s.conn, t, payload))
+	return s.wrap(perf.WriteMessage(s.conn, t, payload))
 }
 
 // recv reads the next message, which must be of type want; an Error
-// message becomes a *bench.PeerError.
-func (s *benchSession) recv(want bench.MsgType, timeout time.Duration) ([]byte, error) {
+// message becomes a *perf.PeerError.
+func (s *benchSession) recv(want perf.MsgType, timeout time.Duration) ([]byte, error) {
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	s.conn.SetReadDeadline(deadline)
-	t, p, err := bench.ReadMessage(s.conn)
+	t, p, err := perf.ReadMessage(s.conn)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
 	switch t {
 	case want:
 		return p, nil
-	case bench.MsgError:
-		return nil, bench.DecodeError(p)
+	case perf.MsgError:
+		return nil, perf.DecodeError(p)
 	}
-	return nil, fmt.Errorf("%w: %v message where %v was due", bench.ErrMalformed, t, want)
+	return nil, fmt.Errorf("%w: %v message where %v was due", perf.ErrMalformed, t, want)
 }
 
 // fail tells the peer why this side stops; it is best effort.
@@ -240,7 +241,7 @@ func (s *benchSession) fail(err error) {
 	if len(msg) > 1024 {
 		msg = msg[:1024]
 	}
-	s.send(bench.MsgError, []byte(msg))
+	s.send(perf.MsgError, []byte(msg))
 }
 
 func (s *benchSession) wrap(err error) error {
@@ -255,23 +256,23 @@ func (s *benchSession) wrap(err error) error {
 
 // runBench runs one test on ep over conn, the connection to the peer,
 // and returns the result this side prints.
-func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn, ep *benchEndpoint) (_ *bench.Result, err error) {
+func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn, ep *benchEndpoint) (_ *perf.Result, err error) {
 	s := &benchSession{ctx: ctx, conn: conn}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	local := ep.hello(cfg)
 	hb, _ := local.MarshalBinary()
-	if err := s.send(bench.MsgHello, hb); err != nil {
+	if err := s.send(perf.MsgHello, hb); err != nil {
 		return nil, err
 	}
-	p, err := s.recv(bench.MsgHello, benchHandshakeTimeout)
+	p, err := s.recv(perf.MsgHello, benchHandshakeTimeout)
 	if err != nil {
 		return nil, err
 	}
-	var peer bench.Hello
+	var peer perf.Hello
 	err = peer.UnmarshalBinary(p)
 	if err == nil {
-		err = bench.CheckPeer(local, peer)
+		err = perf.CheckPeer(local, peer)
 	}
 	if err != nil {
 		s.fail(err)
@@ -287,10 +288,10 @@ func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn, ep *benchEnd
 		return nil, err
 	}
 	// Both QPs are in RTS and receives are posted: go.
-	if err := s.send(bench.MsgReady, nil); err != nil {
+	if err := s.send(perf.MsgReady, nil); err != nil {
 		return nil, err
 	}
-	if _, err := s.recv(bench.MsgReady, benchHandshakeTimeout); err != nil {
+	if _, err := s.recv(perf.MsgReady, benchHandshakeTimeout); err != nil {
 		return nil, err
 	}
 	// No deadline timers during the run: the scheduler would read the
@@ -308,36 +309,36 @@ func runBench(ctx context.Context, cfg *benchConfig, conn net.Conn, ep *benchEnd
 // waits for the server's Done, so the server keeps its QP and memory
 // until the client is through; the server takes the client's result
 // when it measured nothing itself.
-func benchFinish(s *benchSession, cfg *benchConfig, res *bench.Result) (*bench.Result, error) {
+func benchFinish(s *benchSession, cfg *benchConfig, res *perf.Result) (*perf.Result, error) {
 	if cfg.server != "" {
 		p, err := json.Marshal(res)
 		if err != nil {
 			return nil, err
 		}
-		if err := s.send(bench.MsgDone, p); err != nil {
+		if err := s.send(perf.MsgDone, p); err != nil {
 			return nil, err
 		}
-		if _, err := s.recv(bench.MsgDone, benchHandshakeTimeout); err != nil {
+		if _, err := s.recv(perf.MsgDone, benchHandshakeTimeout); err != nil {
 			return nil, err
 		}
 		return res, nil
 	}
-	p, err := s.recv(bench.MsgDone, 0)
+	p, err := s.recv(perf.MsgDone, 0)
 	if err != nil {
 		return nil, err
 	}
-	peerRes, err := bench.DecodeDone(p)
+	peerRes, err := perf.DecodeDone(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.send(bench.MsgDone, nil); err != nil {
+	if err := s.send(perf.MsgDone, nil); err != nil {
 		return nil, err
 	}
 	if res != nil {
 		return res, nil
 	}
 	if peerRes == nil || peerRes.Test != cfg.test {
-		return nil, fmt.Errorf("%w: the client reported no %v result", bench.ErrMalformed, cfg.test)
+		return nil, fmt.Errorf("%w: the client reported no %v result", perf.ErrMalformed, cfg.test)
 	}
 	peerRes.Role = "server"
 	return peerRes, nil

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/purerdma/rdma/internal/bench"
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/rpma"
 )
 
@@ -99,7 +100,7 @@ func TestParseRpmaBenchArgsErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, err := parseRpmaBenchArgs(tt.args)
-			if !errors.Is(err, errUsage) {
+			if !errors.Is(err, cli.ErrUsage) {
 				t.Fatalf("parseRpmaBenchArgs = %v, want a usage error", err)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -256,7 +257,7 @@ func FuzzRpmaPrivateData(f *testing.F) {
 func TestRpmaResultText(t *testing.T) {
 	r := &rpmaResult{Test: "write_lat", Library: "purerdma", Role: "client", Size: 64, Iterations: 1000, Warmup: 100,
 		TxDepth: 1, FlushEvery: 1, Flush: "emulated", CyclesPerUsec: 2400,
-		Latency: &bench.Latency{Samples: 997, Min: 20.5, Median: 31.25, Avg: 33, Stdev: 4.5, P99: 61.5, P999: 80, Max: 95}}
+		Latency: &perf.Latency{Samples: 997, Min: 20.5, Median: 31.25, Avg: 33, Stdev: 4.5, P99: 61.5, P999: 80, Max: 95}}
 	var b strings.Builder
 	if err := r.writeText(&b); err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestRpmaResultText(t *testing.T) {
 	r.Verified = false
 
 	r = &rpmaResult{Test: "write_bw", Library: "purerdma", Role: "client", Size: 4096, Iterations: 5000, TxDepth: 128,
-		FlushEvery: 32, Flush: "native", Bandwidth: &bench.Bandwidth{Seconds: 0.5, PeakMiBps: 50.5, MiBps: 39.0625, Mpps: 0.01}}
+		FlushEvery: 32, Flush: "native", Bandwidth: &perf.Bandwidth{Seconds: 0.5, PeakMiBps: 50.5, MiBps: 39.0625, Mpps: 0.01}}
 	b.Reset()
 	if err := r.writeText(&b); err != nil {
 		t.Fatal(err)
@@ -335,7 +336,7 @@ func rpmaFirstRow(t *testing.T, out string) []string {
 
 func TestRpmaResultJSON(t *testing.T) {
 	r := &rpmaResult{Test: "read_lat", Library: "purerdma", Role: "client", Size: 64, Iterations: 10, TxDepth: 1,
-		CyclesPerUsec: 1, Latency: &bench.Latency{Median: 2}}
+		CyclesPerUsec: 1, Latency: &perf.Latency{Median: 2}}
 	var b bytes.Buffer
 	if err := r.writeJSON(&b); err != nil {
 		t.Fatal(err)
@@ -349,5 +350,30 @@ func TestRpmaResultJSON(t *testing.T) {
 	}
 	if l, ok := m["latency_usec"].(map[string]any); !ok || l["median"] != 2.0 || m["test"] != "read_lat" {
 		t.Errorf("JSON %s", b.String())
+	}
+}
+
+// TestBenchHelpFlags: -h anywhere in a bench command line prints bench's
+// help to stdout and exits 0, as every purerdma command does.
+func TestBenchHelpFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "-h"},
+		{"bench", "write_lat", "-h"},
+		{"bench", "connect", "-h"},
+		{"bench", "connect", "-s", "h", "--help"},
+		{"bench", "rpma", "-h"},
+		{"bench", "rpma", "--help"},
+		{"bench", "rpma", "write_lat", "-h"},
+		{"bench", "rpma", "write_bw", "h", "-t", "4", "-help"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runArgs(args...)
+			if code != 0 || stderr != "" {
+				t.Errorf("exit status %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			if want := Command.HelpText(); stdout != want {
+				t.Errorf("stdout is not bench's help:\n%s", stdout)
+			}
+		})
 	}
 }

@@ -1,4 +1,15 @@
-package main
+// Package bench is "purerdma bench": latency and bandwidth between two
+// purerdma processes, one per side, the way perftest's ib_write_lat,
+// ib_send_bw and friends measure libibverbs (a server waits for a client
+// on TCP, the two exchange their queue pair numbers, GIDs and memory
+// keys, connect an RC queue pair and run the test with busy polling);
+// "bench connect", rdma_cm connection set-up and tear-down timed as
+// cmtime times them (connect.go); and "bench rpma", the rpma package
+// measured as testdata/rpmabench.c measures C librpma (rpma.go). The
+// statistics, results and the two sides' messages are internal/bench's.
+// docs/performance.md describes the method and compares the numbers with
+// perftest's, cmtime's and librpma's.
+package bench
 
 import (
 	"context"
@@ -14,33 +25,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/purerdma/rdma/cmd/purerdma/internal/cli"
 	"github.com/purerdma/rdma/cmd/purerdma/internal/progress"
-	"github.com/purerdma/rdma/internal/bench"
+	perf "github.com/purerdma/rdma/internal/bench"
 	"github.com/purerdma/rdma/spin"
 )
 
-// bench measures latency and bandwidth between two purerdma processes,
-// one per side, the way perftest's ib_write_lat, ib_send_bw and friends
-// measure libibverbs: a server waits for a client on TCP, the two
-// exchange their queue pair numbers, GIDs and memory keys, connect an RC
-// queue pair and run the test with busy polling. docs/performance.md
-// describes the method and compares the numbers with perftest's.
-
-func init() {
-	register(command{
-		name: "bench",
-		usage: "  bench TEST [-d DEV] [-i PORT] [-x GIDIDX] [-s SIZE] [-n ITERS] [-p TCPPORT] [-json] [SERVER]\n" +
-			"                                           measure latency or bandwidth like perftest's ib_TEST (TEST: write_lat,\n" +
-			"                                           read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw); without\n" +
-			"                                           SERVER wait for a client, with it connect to that server; also\n" +
-			"                                           -w WARMUP -t TXDEPTH -Q CQMOD -yield DUR -cpuprofile FILE\n" +
-			"                                           -allocprofile FILE\n" +
-			"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json] [-accepters N] [-percq]\n" +
-			"                                           time rdma_cm connection set-up and tear-down, like cmtime\n" +
-			rpmaUsage, // bench_rpma.go
-		help: benchHelp,
-		run:  benchCmd,
-	})
+// Command is "purerdma bench".
+var Command = cli.Command{
+	Name: "bench",
+	Usage: "  bench TEST [-d DEV] [-i PORT] [-x GIDIDX] [-s SIZE] [-n ITERS] [-p TCPPORT] [-json] [SERVER]\n" +
+		"                                           measure latency or bandwidth like perftest's ib_TEST (TEST: write_lat,\n" +
+		"                                           read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw); without\n" +
+		"                                           SERVER wait for a client, with it connect to that server; also\n" +
+		"                                           -w WARMUP -t TXDEPTH -Q CQMOD -yield DUR -cpuprofile FILE\n" +
+		"                                           -allocprofile FILE\n" +
+		"  bench connect (-b ADDR | -s SERVER) [-c CONNS] [-p PORT] [-json] [-accepters N] [-percq]\n" +
+		"                                           time rdma_cm connection set-up and tear-down, like cmtime\n" +
+		rpmaUsage, // rpma.go
+	Help: benchHelp,
+	Run:  benchCmd,
 }
 
 const benchHelp = `Flags of bench TEST (perftest's defaults):
@@ -79,7 +83,7 @@ Examples:
 
 // benchConfig is a parsed bench command line.
 type benchConfig struct {
-	test         bench.Test
+	test         perf.Test
 	dev          string        // -d: "" for the first device
 	port         int           // -i
 	gidIndex     int           // -x: -1 picks the port's RoCE v2 IPv4 GID
@@ -118,14 +122,14 @@ const (
 
 func parseBenchArgs(args []string) (benchConfig, error) {
 	if len(args) == 0 {
-		return benchConfig{}, usageError("bench needs a test: one of write_lat, read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw, connect")
+		return benchConfig{}, cli.UsageError("bench needs a test: one of write_lat, read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw, connect")
 	}
-	if isHelpFlag(args[0]) {
-		return benchConfig{}, errHelp
+	if cli.IsHelpFlag(args[0]) {
+		return benchConfig{}, cli.ErrHelp
 	}
-	test, err := bench.ParseTest(args[0])
+	test, err := perf.ParseTest(args[0])
 	if err != nil {
-		return benchConfig{}, usageError("%v", err)
+		return benchConfig{}, cli.UsageError("%v", err)
 	}
 	c := benchConfig{test: test}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -149,9 +153,9 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
-			return benchConfig{}, errHelp
+			return benchConfig{}, cli.ErrHelp
 		} else if err != nil {
-			return benchConfig{}, usageError("bench %v: %v", test, err)
+			return benchConfig{}, cli.UsageError("bench %v: %v", test, err)
 		}
 		rest = fs.Args()
 		if len(rest) == 0 {
@@ -161,7 +165,7 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 		rest = rest[1:]
 	}
 	if len(pos) > 1 {
-		return benchConfig{}, usageError("bench %v: one server address, not %q", test, pos)
+		return benchConfig{}, cli.UsageError("bench %v: one server address, not %q", test, pos)
 	}
 	if len(pos) == 1 {
 		c.server = pos[0]
@@ -169,7 +173,7 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if err := c.fill(given); err != nil {
-		return benchConfig{}, usageError("bench %v: %v", test, err)
+		return benchConfig{}, cli.UsageError("bench %v: %v", test, err)
 	}
 	return c, nil
 }
@@ -178,7 +182,7 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 func (c *benchConfig) fill(given map[string]bool) error {
 	if c.size < 0 {
 		switch {
-		case c.test == bench.AtomicLat:
+		case c.test == perf.AtomicLat:
 			c.size = benchDefAtomicSize
 		case c.test.Latency():
 			c.size = benchDefLatSize
@@ -188,7 +192,7 @@ func (c *benchConfig) fill(given map[string]bool) error {
 	}
 	if c.iters < 0 {
 		c.iters = benchDefIters
-		if c.test == bench.WriteBW {
+		if c.test == perf.WriteBW {
 			c.iters = benchDefItersWB
 		}
 	}
@@ -222,14 +226,14 @@ func (c *benchConfig) fill(given map[string]bool) error {
 		}
 	}
 	switch {
-	case c.test == bench.AtomicLat && c.size != benchDefAtomicSize:
+	case c.test == perf.AtomicLat && c.size != benchDefAtomicSize:
 		return fmt.Errorf("size %d: atomics are 8 bytes", c.size)
-	case c.size < 1 || c.size > bench.MaxSize:
-		return fmt.Errorf("size %d: 1 to %d bytes", c.size, bench.MaxSize)
-	case c.iters < benchMinIters || c.iters > bench.MaxIters:
-		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, bench.MaxIters)
-	case c.warmup > bench.MaxIters:
-		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, bench.MaxIters)
+	case c.size < 1 || c.size > perf.MaxSize:
+		return fmt.Errorf("size %d: 1 to %d bytes", c.size, perf.MaxSize)
+	case c.iters < benchMinIters || c.iters > perf.MaxIters:
+		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, perf.MaxIters)
+	case c.warmup > perf.MaxIters:
+		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, perf.MaxIters)
 	case c.port < 1 || c.port > 255:
 		return fmt.Errorf("port %d: 1 to 255", c.port)
 	case c.gidIndex < -1 || c.gidIndex > 255:
@@ -244,7 +248,7 @@ func (c *benchConfig) fill(given map[string]bool) error {
 
 // rxDepth is how many receives a SEND test keeps posted.
 func (c *benchConfig) rxDepth() int {
-	if c.test != bench.SendLat && c.test != bench.SendBW {
+	if c.test != perf.SendLat && c.test != perf.SendBW {
 		return 0
 	}
 	return min(benchDefRxDepth, c.warmup+c.iters)
@@ -293,10 +297,10 @@ func startProfiles(cpu, allocs string) (stop func() error, err error) {
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "connect" {
-		return runBenchConnect(ctx, args[1:], stdout, stderr) // bench_connect.go
+		return runBenchConnect(ctx, args[1:], stdout, stderr) // connect.go
 	}
 	if len(args) > 0 && args[0] == "rpma" {
-		return runBenchRpma(ctx, args[1:], stdout, stderr) // bench_rpma.go
+		return runBenchRpma(ctx, args[1:], stdout, stderr) // rpma.go
 	}
 	cfg, err := parseBenchArgs(args)
 	if err != nil {
@@ -323,9 +327,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // benchRun opens the device, then connects to the peer and runs the
 // test: a device that does not exist or does not work fails at once,
 // before a server waits for its client.
-func benchRun(ctx context.Context, cfg *benchConfig) (_ *bench.Result, err error) {
+func benchRun(ctx context.Context, cfg *benchConfig) (_ *perf.Result, err error) {
 	if cfg.cm {
-		return benchRunCM(ctx, cfg) // bench_cm.go
+		return benchRunCM(ctx, cfg) // cm.go
 	}
 	ep, err := openBenchEndpoint(cfg)
 	if err != nil {
