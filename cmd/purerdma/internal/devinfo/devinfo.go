@@ -82,20 +82,17 @@ type devinfoOptions struct {
 	json    bool   // -json
 }
 
+// devinfoOpts is ibv_devinfo's getopt_long table.
+var devinfoOpts = []cli.Opt{{Short: 'd', Long: "ib-dev", HasArg: true}, {Short: 'i', Long: "ib-port", HasArg: true},
+	{Short: 'l', Long: "list"}, {Short: 'v', Long: "verbose"}}
+
 // parseDevinfoArgs parses ibv_devinfo's options the way its getopt_long
-// does: -d DEV, -dDEV, --ib-dev=DEV, --ib-dev DEV (and -i/--ib-port,
-// -l/--list, -v/--verbose), short flags bundled (-vl), long names
-// abbreviated to any unique prefix, "--" ending the options.
+// does (cli.Getopt: -d DEV, -dDEV, --ib-dev=DEV, --ib-dev DEV, --ib-d
+// DEV, -vl, no operands) and purerdma's -json.
 func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 	var o devinfoOptions
-	long := []struct {
-		name   string
-		short  byte
-		hasArg bool
-	}{{"ib-dev", 'd', true}, {"ib-port", 'i', true}, {"list", 'l', false}, {"verbose", 'v', false},
-		{"help", 'h', false}, {"json", 'j', false}}
-	set := func(opt byte, val string) error {
-		switch opt {
+	_, err := cli.Getopt{Cmd: "devinfo", Opts: devinfoOpts, JSON: &o.json}.Parse(args, func(opt cli.Opt, val string) error {
+		switch opt.Short {
 		case 'd':
 			o.dev = val
 		case 'i':
@@ -108,87 +105,10 @@ func parseDevinfoArgs(args []string) (devinfoOptions, error) {
 			o.list = true
 		case 'v':
 			o.verbose = true
-		case 'j':
-			o.json = true
-		case 'h':
-			return cli.ErrHelp
 		}
 		return nil
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-json":
-			o.json = true
-		case a == "--":
-			if i+1 < len(args) {
-				return o, cli.UsageError("devinfo takes no arguments but options, got %q", args[i+1])
-			}
-			return o, nil
-		case strings.HasPrefix(a, "--"):
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			if name == "" {
-				return o, cli.UsageError("devinfo: unknown option %q", a)
-			}
-			match := -1
-			for j, l := range long {
-				if l.name == name {
-					match = j
-					break
-				}
-				if strings.HasPrefix(l.name, name) {
-					if match >= 0 {
-						return o, cli.UsageError("devinfo: option %q is ambiguous", a)
-					}
-					match = j
-				}
-			}
-			if match < 0 {
-				return o, cli.UsageError("devinfo: unknown option %q", a)
-			}
-			l := long[match]
-			switch {
-			case l.hasArg && !hasVal:
-				if i+1 == len(args) {
-					return o, cli.UsageError("devinfo: option --%s needs a value", l.name)
-				}
-				i++
-				val = args[i]
-			case !l.hasArg && hasVal:
-				return o, cli.UsageError("devinfo: option --%s takes no value", l.name)
-			}
-			if err := set(l.short, val); err != nil {
-				return o, err
-			}
-		case strings.HasPrefix(a, "-") && len(a) > 1:
-			for k := 1; k < len(a); k++ {
-				switch opt := a[k]; opt {
-				case 'l', 'v':
-					set(opt, "")
-				case 'h':
-					return o, cli.ErrHelp
-				case 'd', 'i':
-					val := a[k+1:]
-					if val == "" {
-						if i+1 == len(args) {
-							return o, cli.UsageError("devinfo: option -%c needs a value", opt)
-						}
-						i++
-						val = args[i]
-					}
-					if err := set(opt, val); err != nil {
-						return o, err
-					}
-					k = len(a)
-				default:
-					return o, cli.UsageError("devinfo: unknown option -%c", opt)
-				}
-			}
-		default:
-			return o, cli.UsageError("devinfo takes no arguments but options, got %q", a)
-		}
-	}
-	return o, nil
+	})
+	return o, err
 }
 
 // devinfoCmd runs "purerdma devinfo".

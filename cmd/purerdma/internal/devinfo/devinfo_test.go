@@ -605,18 +605,18 @@ func TestParseDevinfoArgs(t *testing.T) {
 		{[]string{"-i", "0"}, devinfoOptions{}, `devinfo: bad port "0"`},
 		{[]string{"-i", "-1"}, devinfoOptions{}, `devinfo: bad port "-1"`},
 		{[]string{"-i", "one"}, devinfoOptions{}, `devinfo: bad port "one"`},
-		{[]string{"-i"}, devinfoOptions{}, "devinfo: option -i needs a value"},
-		{[]string{"-d"}, devinfoOptions{}, "devinfo: option -d needs a value"},
-		{[]string{"--ib-dev"}, devinfoOptions{}, "devinfo: option --ib-dev needs a value"},
-		{[]string{"--list=yes"}, devinfoOptions{}, "devinfo: option --list takes no value"},
-		{[]string{"--ib"}, devinfoOptions{}, `devinfo: option "--ib" is ambiguous`},
-		{[]string{"--frob"}, devinfoOptions{}, `devinfo: unknown option "--frob"`},
+		{[]string{"-i"}, devinfoOptions{}, "devinfo: -i needs a value"},
+		{[]string{"-d"}, devinfoOptions{}, "devinfo: -d needs a value"},
+		{[]string{"--ib-dev"}, devinfoOptions{}, "devinfo: --ib-dev needs a value"},
+		{[]string{"--list=yes"}, devinfoOptions{}, "devinfo: --list takes no value"},
+		{[]string{"--ib"}, devinfoOptions{}, "devinfo: --ib is ambiguous (--ib-dev, --ib-port)"},
+		{[]string{"--frob"}, devinfoOptions{}, "devinfo: unknown flag --frob"},
 		{[]string{"--"}, devinfoOptions{}, ""},
-		{[]string{"--=x"}, devinfoOptions{}, `devinfo: unknown option "--=x"`},
-		{[]string{"-x"}, devinfoOptions{}, "devinfo: unknown option -x"},
-		{[]string{"rxe0"}, devinfoOptions{}, `devinfo takes no arguments but options, got "rxe0"`},
-		{[]string{"--", "rxe0"}, devinfoOptions{}, `devinfo takes no arguments but options, got "rxe0"`},
-		{[]string{"-"}, devinfoOptions{}, `devinfo takes no arguments but options, got "-"`},
+		{[]string{"--=x"}, devinfoOptions{}, "devinfo: unknown flag --=x"},
+		{[]string{"-x"}, devinfoOptions{}, "devinfo: unknown flag -x"},
+		{[]string{"rxe0"}, devinfoOptions{}, `devinfo: unexpected argument "rxe0" (all arguments are flags)`},
+		{[]string{"--", "rxe0"}, devinfoOptions{}, `devinfo: unexpected argument "rxe0" (all arguments are flags)`},
+		{[]string{"-"}, devinfoOptions{}, `devinfo: unexpected argument "-" (all arguments are flags)`},
 	}
 	for _, tt := range tests {
 		got, err := parseDevinfoArgs(tt.args)
@@ -632,7 +632,7 @@ func TestParseDevinfoArgs(t *testing.T) {
 	}
 	// A bad command line prints the usage, which lists devinfo.
 	code, _, stderr := runArgs("devinfo", "-x")
-	if code != 2 || !strings.Contains(stderr, "purerdma: devinfo: unknown option -x\n") || !strings.Contains(stderr, "  devinfo [-d DEV]") {
+	if code != 2 || !strings.Contains(stderr, "purerdma: devinfo: unknown flag -x\n") || !strings.Contains(stderr, "  devinfo [-d DEV]") {
 		t.Errorf("devinfo -x = %d, %q", code, stderr)
 	}
 }

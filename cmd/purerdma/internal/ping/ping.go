@@ -42,7 +42,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -143,10 +142,13 @@ func pingCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return runPingClient(ctx, &o, out)
 }
 
+// pingOpts is rping's getopt ("a:I:Pp:C:S:scvVdq").
+var pingOpts = []cli.Opt{{Short: 'a', HasArg: true}, {Short: 'I', HasArg: true}, {Short: 'P'}, {Short: 'p', HasArg: true},
+	{Short: 'C', HasArg: true}, {Short: 'S', HasArg: true}, {Short: 's'}, {Short: 'c'}, {Short: 'v'}, {Short: 'V'}, {Short: 'd'}, {Short: 'q'}}
+
 // parsePingArgs parses rping's command line the way its getopt does
-// ("a:I:Pp:C:S:scvVdq"): bundled flags (-vV), values attached (-S100) or
-// separate (-S 100), "--" ending the options. Numbers are decimal.
-// Everything is checked here, before any kernel call.
+// (cli.Getopt: every argument a flag) and purerdma's -json. Numbers are
+// decimal. Everything is checked here, before any kernel call.
 func parsePingArgs(args []string) (rpOptions, error) {
 	o := rpOptions{port: rpingDefaultPort, size: rpingDefaultSize}
 	role := byte(0)
@@ -158,79 +160,46 @@ func parsePingArgs(args []string) (rpOptions, error) {
 		}
 		return n, nil
 	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "-json" || a == "--json" { // purerdma's own; rping has no long flags
-			o.json = true
-			continue
-		}
-		if a == "--" {
-			if i+1 < len(args) {
-				return o, cli.UsageError("ping: unexpected argument %q", args[i+1])
+	_, err := cli.Getopt{Cmd: "ping", Opts: pingOpts, JSON: &o.json}.Parse(args, func(opt cli.Opt, val string) (err error) {
+		f := opt.Short
+		seen[f] = true
+		switch f {
+		case 's', 'c':
+			if role != 0 && role != f {
+				return cli.UsageError("ping: -s and -c exclude each other")
 			}
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			return o, cli.UsageError("ping: unexpected argument %q (all arguments are flags)", a)
-		}
-		for j := 1; j < len(a); j++ {
-			f := a[j]
-			var val string
-			if strings.IndexByte("aIpCS", f) >= 0 {
-				switch {
-				case j+1 < len(a):
-					val = a[j+1:]
-				case i+1 < len(args):
-					i++
-					val = args[i]
-				default:
-					return o, cli.UsageError("ping: -%c needs a value", f)
-				}
-				j = len(a)
+			role = f
+		case 'a':
+			o.addr = val
+		case 'I':
+			o.source = val
+		case 'p':
+			if o.port, err = num(f, val); err == nil && (o.port < 1 || o.port > 65535) {
+				err = cli.UsageError("ping: invalid port %d (valid range is 1 to 65535)", o.port)
 			}
-			seen[f] = true
-			var err error
-			switch f {
-			case 'h':
-				return o, cli.ErrHelp
-			case 's', 'c':
-				if role != 0 && role != f {
-					return o, cli.UsageError("ping: -s and -c exclude each other")
-				}
-				role = f
-			case 'a':
-				o.addr = val
-			case 'I':
-				o.source = val
-			case 'p':
-				if o.port, err = num(f, val); err == nil && (o.port < 1 || o.port > 65535) {
-					err = cli.UsageError("ping: invalid port %d (valid range is 1 to 65535)", o.port)
-				}
-			case 'C':
-				if o.count, err = num(f, val); err == nil && o.count < 0 {
-					err = cli.UsageError("ping: invalid count %d", o.count)
-				}
-			case 'S':
-				if o.size, err = num(f, val); err == nil && (o.size < rpingMinSize || o.size > rpingMaxSize) {
-					err = cli.UsageError("ping: invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingMaxSize)
-				}
-			case 'v':
-				o.verbose = true
-			case 'V':
-				o.validate = true
-			case 'd':
-				o.debug = true
-			case 'P':
-				o.persistent = true
-			case 'q':
-				o.selfQP = true
-			default:
-				err = cli.UsageError("ping: unknown flag -%c", f)
+		case 'C':
+			if o.count, err = num(f, val); err == nil && o.count < 0 {
+				err = cli.UsageError("ping: invalid count %d", o.count)
 			}
-			if err != nil {
-				return o, err
+		case 'S':
+			if o.size, err = num(f, val); err == nil && (o.size < rpingMinSize || o.size > rpingMaxSize) {
+				err = cli.UsageError("ping: invalid size %d (valid range is %d to %d)", o.size, rpingMinSize, rpingMaxSize)
 			}
+		case 'v':
+			o.verbose = true
+		case 'V':
+			o.validate = true
+		case 'd':
+			o.debug = true
+		case 'P':
+			o.persistent = true
+		case 'q':
+			o.selfQP = true
 		}
+		return err
+	})
+	if err != nil {
+		return o, err
 	}
 	switch {
 	case role == 0:

@@ -80,10 +80,10 @@ func TestPingBadCommandLines(t *testing.T) {
 		{[]string{"-c", "-a"}, "purerdma: ping: -a needs a value"},
 		{[]string{"-s", "-t", "8"}, "purerdma: ping: unknown flag -t"},
 		{[]string{"-sx"}, "purerdma: ping: unknown flag -x"},
-		{[]string{"-s", "--size=64"}, "purerdma: ping: unknown flag --"},
+		{[]string{"-s", "--size=64"}, "purerdma: ping: unknown flag --size=64"},
 		{[]string{"-s", "198.18.0.1"}, `purerdma: ping: unexpected argument "198.18.0.1" (all arguments are flags)`},
 		{[]string{"-s", "-"}, `purerdma: ping: unexpected argument "-" (all arguments are flags)`},
-		{[]string{"-s", "--", "x"}, `purerdma: ping: unexpected argument "x"`},
+		{[]string{"-s", "--", "x"}, `purerdma: ping: unexpected argument "x" (all arguments are flags)`},
 		{[]string{"-s", "-json", "-v"}, "purerdma: ping: -json prints only a summary: it does not go with -v (the ping data)"},
 		{[]string{"-c", "-a", "h", "-json", "-vV"}, "purerdma: ping: -json prints only a summary: it does not go with -v (the ping data)"},
 		{[]string{"-sP", "--json"}, "purerdma: ping: -json prints one connection's summary: it does not go with -P (a server that runs until stopped)"},
@@ -107,7 +107,7 @@ func TestPingBadCommandLines(t *testing.T) {
 }
 
 func TestPingHelp(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"-s", "-h"}, {"-vh"}} {
+	for _, args := range [][]string{{"-h"}, {"-s", "-h"}, {"-vh"}, {"-s", "--help"}} {
 		var stdout, stderr bytes.Buffer
 		code := runContext(context.Background(), append([]string{"ping"}, args...), &stdout, &stderr)
 		if code != 0 || stdout.String() != Command.HelpText() || stderr.Len() != 0 {

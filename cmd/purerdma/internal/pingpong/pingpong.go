@@ -76,41 +76,34 @@ type ppOptions struct {
 
 // ppOpt is one option of the examples' getopt_long tables.
 type ppOpt struct {
-	short  byte
-	long   string
-	hasArg bool
-	kinds  []ppKind // nil: every kind
+	cli.Opt
+	kinds []ppKind // nil: every kind
 	// unsupported, if set, names the C feature the option enables,
 	// which this command does not have.
 	unsupported string
 }
 
 var ppOpts = []ppOpt{
-	{short: 'p', long: "port", hasArg: true},
-	{short: 'd', long: "ib-dev", hasArg: true},
-	{short: 'i', long: "ib-port", hasArg: true},
-	{short: 's', long: "size", hasArg: true},
-	{short: 'm', long: "mtu", hasArg: true, kinds: []ppKind{ppRC, ppUC, ppSRQ}},
-	{short: 'q', long: "num-qp", hasArg: true, kinds: []ppKind{ppSRQ}},
-	{short: 'r', long: "rx-depth", hasArg: true},
-	{short: 'n', long: "iters", hasArg: true},
-	{short: 'l', long: "sl", hasArg: true},
-	{short: 'e', long: "events"},
-	{short: 'g', long: "gid-idx", hasArg: true},
-	{short: 'c', long: "chk"},
-	{short: 'h', long: "help"},
-	{long: "json"}, // purerdma's own, also spelled -json
-	{short: 'o', long: "odp", kinds: []ppKind{ppRC, ppSRQ}, unsupported: "on-demand paging"},
-	{short: 'O', long: "iodp", kinds: []ppKind{ppRC}, unsupported: "implicit on-demand paging"},
-	{short: 'P', long: "prefetch", kinds: []ppKind{ppRC}, unsupported: "prefetching an on-demand MR"},
-	{short: 't', long: "ts", kinds: []ppKind{ppRC}, unsupported: "completion timestamps"},
-	{short: 'j', long: "dm", kinds: []ppKind{ppRC}, unsupported: "device memory"},
-	{short: 'N', long: "new_send", kinds: []ppKind{ppRC}, unsupported: "the ibv_wr_* send API"},
-	{short: 'U', long: "allow-cc-unprotected", kinds: []ppKind{ppRC}, unsupported: "CoCo unprotected memory"},
+	{Opt: cli.Opt{Short: 'p', Long: "port", HasArg: true}},
+	{Opt: cli.Opt{Short: 'd', Long: "ib-dev", HasArg: true}},
+	{Opt: cli.Opt{Short: 'i', Long: "ib-port", HasArg: true}},
+	{Opt: cli.Opt{Short: 's', Long: "size", HasArg: true}},
+	{Opt: cli.Opt{Short: 'm', Long: "mtu", HasArg: true}, kinds: []ppKind{ppRC, ppUC, ppSRQ}},
+	{Opt: cli.Opt{Short: 'q', Long: "num-qp", HasArg: true}, kinds: []ppKind{ppSRQ}},
+	{Opt: cli.Opt{Short: 'r', Long: "rx-depth", HasArg: true}},
+	{Opt: cli.Opt{Short: 'n', Long: "iters", HasArg: true}},
+	{Opt: cli.Opt{Short: 'l', Long: "sl", HasArg: true}},
+	{Opt: cli.Opt{Short: 'e', Long: "events"}},
+	{Opt: cli.Opt{Short: 'g', Long: "gid-idx", HasArg: true}},
+	{Opt: cli.Opt{Short: 'c', Long: "chk"}},
+	{Opt: cli.Opt{Short: 'o', Long: "odp"}, kinds: []ppKind{ppRC, ppSRQ}, unsupported: "on-demand paging"},
+	{Opt: cli.Opt{Short: 'O', Long: "iodp"}, kinds: []ppKind{ppRC}, unsupported: "implicit on-demand paging"},
+	{Opt: cli.Opt{Short: 'P', Long: "prefetch"}, kinds: []ppKind{ppRC}, unsupported: "prefetching an on-demand MR"},
+	{Opt: cli.Opt{Short: 't', Long: "ts"}, kinds: []ppKind{ppRC}, unsupported: "completion timestamps"},
+	{Opt: cli.Opt{Short: 'j', Long: "dm"}, kinds: []ppKind{ppRC}, unsupported: "device memory"},
+	{Opt: cli.Opt{Short: 'N', Long: "new_send"}, kinds: []ppKind{ppRC}, unsupported: "the ibv_wr_* send API"},
+	{Opt: cli.Opt{Short: 'U', Long: "allow-cc-unprotected"}, kinds: []ppKind{ppRC}, unsupported: "CoCo unprotected memory"},
 }
-
-// errPPHelp asks for the pingpong help text.
-var errPPHelp = errors.New("pingpong help")
 
 func ppHelp(k ppKind) string {
 	size := "4096"
@@ -148,7 +141,7 @@ func ppHelp(k ppKind) string {
 
 func pingpongCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parsePingpongArgs(args)
-	if errors.Is(err, errPPHelp) {
+	if errors.Is(err, cli.ErrHelp) {
 		io.WriteString(stdout, ppHelp(o.kind))
 		return nil
 	}
@@ -172,9 +165,8 @@ type ppSummaryJSON struct {
 }
 
 // parsePingpongArgs parses "KIND [options] [HOST]" the way the examples'
-// getopt_long does: -s 64, -s64, --size=64, --size 64, bundled flags
-// (-ec), long names abbreviated to a unique prefix, options after HOST,
-// "--" ending them. Numbers are C's strtol base 0 (0x1f, 017, 31), but
+// getopt_long does (cli.Getopt, operands among the options) and
+// purerdma's -json. Numbers are C's strtol base 0 (0x1f, 017, 31), but
 // checked.
 func parsePingpongArgs(args []string) (ppOptions, error) {
 	if len(args) == 0 {
@@ -191,33 +183,30 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 	case "srq":
 		o.kind = ppSRQ
 	case "-h", "-help", "--help", "help":
-		return o, errPPHelp
+		return o, cli.ErrHelp
 	default:
 		return ppOptions{}, cli.UsageError("pingpong: unknown transport %q (rc, uc, ud or srq)", args[0])
 	}
-	name := "pingpong " + o.kind.String()
-	var opts []ppOpt
+	g := cli.Getopt{Cmd: "pingpong " + o.kind.String(), Permute: true, JSON: &o.json}
+	unsupported := map[byte]string{}
 	for _, op := range ppOpts {
 		if op.kinds == nil || slices.Contains(op.kinds, o.kind) {
-			opts = append(opts, op)
+			g.Opts = append(g.Opts, op.Opt)
+			unsupported[op.Short] = op.unsupported
 		}
 	}
-	var operands []string
-	set := func(op ppOpt, val string) error {
-		if op.unsupported != "" {
-			return cli.UsageError("%s: -%c (%s) is not supported", name, op.short, op.unsupported)
+	operands, err := g.Parse(args[1:], func(op cli.Opt, val string) (err error) {
+		if u := unsupported[op.Short]; u != "" {
+			return cli.UsageError("%s: -%c (%s) is not supported", g.Cmd, op.Short, u)
 		}
 		num := func(lo, hi int64) (int, error) {
 			n, err := strconv.ParseInt(val, 0, 64)
 			if err != nil || n < lo || n > hi {
-				return 0, cli.UsageError("%s: -%c %q: want a number from %d to %d", name, op.short, val, lo, hi)
+				return 0, cli.UsageError("%s: -%c %q: want a number from %d to %d", g.Cmd, op.Short, val, lo, hi)
 			}
 			return int(n), nil
 		}
-		var err error
-		switch op.short {
-		case 'h':
-			return errPPHelp
+		switch op.Short {
 		case 'p':
 			o.tcpPort, err = num(0, 65535)
 		case 'd':
@@ -231,7 +220,7 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 			if n, err = num(256, 4096); err == nil {
 				o.mtu = ppMTU(n)
 				if o.mtu == 0 {
-					err = cli.UsageError("%s: -m %q: the MTU is 256, 512, 1024, 2048 or 4096", name, val)
+					err = cli.UsageError("%s: -m %q: the MTU is 256, 512, 1024, 2048 or 4096", g.Cmd, val)
 				}
 			}
 		case 'q':
@@ -248,106 +237,23 @@ func parsePingpongArgs(args []string) (ppOptions, error) {
 			o.gidx, err = num(-1, 255)
 		case 'c':
 			o.check = true
-		case 0:
-			o.json = true
 		}
 		return err
-	}
-	rest := args[1:]
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		switch {
-		case a == "--":
-			operands = append(operands, rest[i+1:]...)
-			i = len(rest)
-		case a == "-json":
-			o.json = true
-		case strings.HasPrefix(a, "--"):
-			key, val, hasVal := strings.Cut(a[2:], "=")
-			op, err := ppLongOpt(opts, key, name)
-			if err != nil {
-				return o, err
-			}
-			switch {
-			case op.hasArg && !hasVal:
-				if i+1 == len(rest) {
-					return o, cli.UsageError("%s: --%s needs a value", name, op.long)
-				}
-				i++
-				val = rest[i]
-			case !op.hasArg && hasVal:
-				return o, cli.UsageError("%s: --%s takes no value", name, op.long)
-			}
-			if err := set(op, val); err != nil {
-				return o, err
-			}
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				op, ok := ppShortOpt(opts, a[j])
-				if !ok {
-					return o, cli.UsageError("%s: unknown option -%c", name, a[j])
-				}
-				val := ""
-				if op.hasArg {
-					switch {
-					case j+1 < len(a):
-						val = a[j+1:]
-					case i+1 < len(rest):
-						i++
-						val = rest[i]
-					default:
-						return o, cli.UsageError("%s: -%c needs a value", name, a[j])
-					}
-					j = len(a)
-				}
-				if err := set(op, val); err != nil {
-					return o, err
-				}
-			}
-		default:
-			operands = append(operands, a)
-		}
+	})
+	if err != nil {
+		return o, err
 	}
 	switch len(operands) {
 	case 0:
 	case 1:
 		o.host = operands[0]
 	default:
-		return o, cli.UsageError("%s takes at most one host, got %q", name, operands)
+		return o, cli.UsageError("%s takes at most one host, got %q", g.Cmd, operands)
 	}
 	if o.kind == ppSRQ && o.numQP > o.rxDepth {
-		return o, cli.UsageError("%s: rx_depth %d is too small for %d QPs -- must have at least one receive per QP", name, o.rxDepth, o.numQP)
+		return o, cli.UsageError("%s: rx_depth %d is too small for %d QPs -- must have at least one receive per QP", g.Cmd, o.rxDepth, o.numQP)
 	}
 	return o, nil
-}
-
-func ppShortOpt(opts []ppOpt, c byte) (ppOpt, bool) {
-	for _, op := range opts {
-		if op.short == c {
-			return op, true
-		}
-	}
-	return ppOpt{}, false
-}
-
-// ppLongOpt finds a long option by its name or a unique prefix of it.
-func ppLongOpt(opts []ppOpt, key, name string) (ppOpt, error) {
-	var found []ppOpt
-	for _, op := range opts {
-		if op.long == key {
-			return op, nil
-		}
-		if key != "" && strings.HasPrefix(op.long, key) {
-			found = append(found, op)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return ppOpt{}, cli.UsageError("%s: unknown option --%s", name, key)
-	}
-	return ppOpt{}, cli.UsageError("%s: option --%s is ambiguous", name, key)
 }
 
 // ppMTU is pp_mtu_to_enum: 0 for a size that is no MTU.

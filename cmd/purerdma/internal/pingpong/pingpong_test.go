@@ -378,8 +378,8 @@ func TestParsePingpongArgsErrors(t *testing.T) {
 	}{
 		{nil, "needs rc, uc, ud or srq"},
 		{[]string{"xrc"}, `unknown transport "xrc"`},
-		{[]string{"rc", "-x"}, "unknown option -x"},
-		{[]string{"rc", "--bogus"}, "unknown option --bogus"},
+		{[]string{"rc", "-x"}, "unknown flag -x"},
+		{[]string{"rc", "--bogus"}, "unknown flag --bogus"},
 		{[]string{"rc", "--i", "1"}, "--i is ambiguous"}, // ib-dev, ib-port, iters
 		{[]string{"rc", "-s"}, "-s needs a value"},
 		{[]string{"rc", "--size"}, "--size needs a value"},
@@ -393,9 +393,9 @@ func TestParsePingpongArgsErrors(t *testing.T) {
 		{[]string{"rc", "-l", "16"}, "-l \"16\""},
 		{[]string{"rc", "-g", "-2"}, "-g \"-2\""},
 		{[]string{"rc", "-n", "0"}, "-n \"0\""},
-		{[]string{"rc", "-q", "4"}, "unknown option -q"},
-		{[]string{"ud", "-m", "1024"}, "unknown option -m"},
-		{[]string{"uc", "-t"}, "unknown option -t"},
+		{[]string{"rc", "-q", "4"}, "unknown flag -q"},
+		{[]string{"ud", "-m", "1024"}, "unknown flag -m"},
+		{[]string{"uc", "-t"}, "unknown flag -t"},
 		{[]string{"rc", "-t"}, "-t (completion timestamps) is not supported"},
 		{[]string{"srq", "--odp"}, "-o (on-demand paging) is not supported"},
 		{[]string{"srq", "-q", "256"}, "-q \"256\""},

@@ -109,9 +109,10 @@ type rcOptions struct {
 	isServer bool
 }
 
-// parseRcopyArgs parses rcopy's command line: the server's "[-p PORT]"
-// when there is no argument or the first starts with "-", else the
-// client's "SRC SERVER[:DST] [-p PORT]".
+// parseRcopyArgs parses rcopy's command line: the server's "[-p PORT]
+// [-n COUNT]" when there is no argument or the first starts with "-",
+// else the client's "SRC SERVER[:DST] [-p PORT]"; the flags as its
+// getopt reads them (cli.Getopt).
 func parseRcopyArgs(args []string) (rcOptions, error) {
 	o := rcOptions{port: rcDefaultPort}
 	flags := args
@@ -133,37 +134,28 @@ func parseRcopyArgs(args []string) (rcOptions, error) {
 		}
 		flags = args[2:]
 	}
-	for i := 0; i < len(flags); i++ {
-		a := flags[i]
-		if cli.IsHelpFlag(a) {
-			return o, cli.ErrHelp
-		}
-		if len(a) < 2 || a[0] != '-' || (a[1] != 'p' && (a[1] != 'n' || !o.isServer)) {
-			return o, cli.UsageError("rcopy: unexpected argument %q", a)
-		}
-		f, val := a[1], a[2:]
-		if val == "" {
-			if i+1 == len(flags) {
-				return o, cli.UsageError("rcopy: -%c needs a value", f)
-			}
-			i++
-			val = flags[i]
-		}
+	g := cli.Getopt{Cmd: "rcopy", Opts: []cli.Opt{{Short: 'p', HasArg: true}}}
+	if o.isServer {
+		g.Opts = append(g.Opts, cli.Opt{Short: 'n', HasArg: true})
+	}
+	_, err := g.Parse(flags, func(opt cli.Opt, val string) error {
+		f := opt.Short
 		n, err := strconv.Atoi(val)
 		switch {
 		case err != nil:
-			return o, cli.UsageError("rcopy: -%c %q: not a decimal number", f, val)
+			return cli.UsageError("rcopy: -%c %q: not a decimal number", f, val)
 		case f == 'p' && (n < 1 || n > 65535):
-			return o, cli.UsageError("rcopy: -p %d: out of range (1 to 65535)", n)
+			return cli.UsageError("rcopy: -p %d: out of range (1 to 65535)", n)
 		case f == 'n' && n < 0:
-			return o, cli.UsageError("rcopy: -n %d: not a count", n)
+			return cli.UsageError("rcopy: -n %d: not a count", n)
 		case f == 'p':
 			o.port = n
 		default:
 			o.count = n
 		}
-	}
-	return o, nil
+		return nil
+	})
+	return o, err
 }
 
 func rcopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -189,8 +189,8 @@ type rsOptions struct {
 }
 
 // parseRstreamArgs parses rstream's command line the way its getopt does
-// ("s:b:f:B:i:I:C:S:p:k:T:"): every flag takes a value, attached (-S64)
-// or separate (-S 64); "--" ends the flags. Everything is checked here,
+// ("s:b:f:B:i:I:C:S:p:k:T:", cli.Getopt: every argument a flag, every
+// flag with a value) and purerdma's -json. Everything is checked here,
 // before any kernel call.
 func parseRstreamArgs(args []string) (rsOptions, error) { return parseStreamArgs("rstream", args) }
 
@@ -209,40 +209,16 @@ func parseStreamArgs(tool string, args []string) (rsOptions, error) {
 		}
 		return n, nil
 	}
+	g := cli.Getopt{Cmd: tool, JSON: &o.json}
+	for _, f := range []byte("sbfBiICSpkT") {
+		if f != 'k' || !o.io {
+			g.Opts = append(g.Opts, cli.Opt{Short: f, HasArg: true})
+		}
+	}
 	seen := map[byte]bool{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case cli.IsHelpFlag(a):
-			return o, cli.ErrHelp
-		case a == "-json" || a == "--json": // purerdma's own; rstream has no long flags
-			o.json = true
-			continue
-		case a == "--":
-			if i+1 < len(args) {
-				return o, cli.UsageError("%s: unexpected argument %q", o.tool, args[i+1])
-			}
-			continue
-		case len(a) < 2 || a[0] != '-':
-			return o, cli.UsageError("%s: unexpected argument %q (all arguments are flags)", o.tool, a)
-		}
-		f, val := a[1], a[2:]
-		flags := "sbfBiICSpkT"
-		if o.io {
-			flags = "sbfBiICSpT"
-		}
-		if strings.IndexByte(flags, f) < 0 {
-			return o, cli.UsageError("%s: unknown flag -%c", o.tool, f)
-		}
-		if val == "" {
-			if i+1 == len(args) {
-				return o, cli.UsageError("%s: -%c needs a value", o.tool, f)
-			}
-			i++
-			val = args[i]
-		}
+	_, err := g.Parse(args, func(opt cli.Opt, val string) (err error) {
+		f := opt.Short
 		seen[f] = true
-		var err error
 		switch f {
 		case 's':
 			o.dst = val
@@ -274,9 +250,10 @@ func parseStreamArgs(tool string, args []string) (rsOptions, error) {
 		case 'T':
 			err = o.setTestOption(val)
 		}
-		if err != nil {
-			return o, err
-		}
+		return err
+	})
+	if err != nil {
+		return o, err
 	}
 	switch {
 	case seen['s'] && o.dst == "", seen['b'] && o.src == "":
