@@ -120,6 +120,39 @@ const (
 	benchMaxYield      = 9 * time.Millisecond // past 10 ms, sysmon preempts first
 )
 
+// checkRun checks what bench TEST and bench rpma TEST share: the
+// message size, the iterations and warm-up, the yield interval.
+func checkRun(size, iters, warmup int, yield time.Duration) error {
+	switch {
+	case size < 1 || size > perf.MaxSize:
+		return fmt.Errorf("size %d: 1 to %d bytes", size, perf.MaxSize)
+	case iters < benchMinIters || iters > perf.MaxIters:
+		return fmt.Errorf("%d iterations: %d to %d", iters, benchMinIters, perf.MaxIters)
+	case warmup > perf.MaxIters:
+		return fmt.Errorf("%d warm-up iterations: at most %d", warmup, perf.MaxIters)
+	case yield < 0 || yield > benchMaxYield:
+		return fmt.Errorf("yield interval %v: 0 (never) to %v", yield, benchMaxYield)
+	}
+	return nil
+}
+
+// parseFlags parses args with fs, flags allowed after the operands
+// (SERVER) as well as before them, and returns the operands in order;
+// -h is cli.ErrHelp, a bad flag a usage error naming cmd.
+func parseFlags(fs *flag.FlagSet, args []string, cmd string) (operands []string, err error) {
+	for {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, cli.ErrHelp
+		} else if err != nil {
+			return nil, cli.UsageError("%s: %v", cmd, err)
+		}
+		if args = fs.Args(); len(args) == 0 {
+			return operands, nil
+		}
+		operands, args = append(operands, args[0]), args[1:]
+	}
+}
+
 func parseBenchArgs(args []string) (benchConfig, error) {
 	if len(args) == 0 {
 		return benchConfig{}, cli.UsageError("bench needs a test: one of write_lat, read_lat, send_lat, atomic_lat, write_bw, read_bw, send_bw, connect")
@@ -149,20 +182,9 @@ func parseBenchArgs(args []string) (benchConfig, error) {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "CPU profile file")
 	fs.StringVar(&c.allocProfile, "allocprofile", "", "allocation profile file (records every allocation: slows the run)")
 	fs.DurationVar(&c.yield, "yield", spin.DefaultInterval, "scheduler yield interval (package spin)")
-	rest := args[1:]
-	var pos []string
-	for {
-		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
-			return benchConfig{}, cli.ErrHelp
-		} else if err != nil {
-			return benchConfig{}, cli.UsageError("bench %v: %v", test, err)
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		pos = append(pos, rest[0]) // flags may follow SERVER
-		rest = rest[1:]
+	pos, err := parseFlags(fs, args[1:], "bench "+test.String())
+	if err != nil {
+		return benchConfig{}, err
 	}
 	if len(pos) > 1 {
 		return benchConfig{}, cli.UsageError("bench %v: one server address, not %q", test, pos)
@@ -225,23 +247,18 @@ func (c *benchConfig) fill(given map[string]bool) error {
 			c.warmup = c.txDepth // one window, as perftest --perform_warm_up
 		}
 	}
+	if err := checkRun(c.size, c.iters, c.warmup, c.yield); err != nil {
+		return err
+	}
 	switch {
 	case c.test == perf.AtomicLat && c.size != benchDefAtomicSize:
 		return fmt.Errorf("size %d: atomics are 8 bytes", c.size)
-	case c.size < 1 || c.size > perf.MaxSize:
-		return fmt.Errorf("size %d: 1 to %d bytes", c.size, perf.MaxSize)
-	case c.iters < benchMinIters || c.iters > perf.MaxIters:
-		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, perf.MaxIters)
-	case c.warmup > perf.MaxIters:
-		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, perf.MaxIters)
 	case c.port < 1 || c.port > 255:
 		return fmt.Errorf("port %d: 1 to 255", c.port)
 	case c.gidIndex < -1 || c.gidIndex > 255:
 		return fmt.Errorf("GID index %d: 0 to 255", c.gidIndex)
 	case c.tcpPort < 1 || c.tcpPort > 65535:
 		return fmt.Errorf("TCP port %d: 1 to 65535", c.tcpPort)
-	case c.yield < 0 || c.yield > benchMaxYield:
-		return fmt.Errorf("yield interval %v: 0 (never) to %v", c.yield, benchMaxYield)
 	}
 	return nil
 }

@@ -115,20 +115,29 @@ func (r *benchRunner) run() (*perf.Result, error) {
 	if cfg.test == perf.ReadLat || cfg.test == perf.ReadBW || cfg.test == perf.AtomicLat {
 		res.OutReads = int(min(uint8(r.ep.outReads), r.peer.OutReads))
 	}
-	if cfg.test.Latency() {
-		l, err := perf.SummarizeLatency(perf.LatencySamples(lat, rate, cfg.test.RTTFactor()))
-		if err != nil {
-			return nil, err
-		}
-		res.Latency = &l
-	} else {
-		b, err := perf.SummarizeBandwidth(cfg.size, bw, cfg.cqMod, rate)
-		if err != nil {
-			return nil, err
-		}
-		res.Bandwidth = &b
+	if res.Latency, res.Bandwidth, err = summarizeRun(cfg.test.Latency(), cfg.test.RTTFactor(), lat, cfg.size, bw, cfg.cqMod, rate); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// summarizeRun makes a run's statistics from its time stamps: for a latency
+// test its samples (rttFactor stamps a sample), else its bandwidth (size
+// bytes a message, a completion every perCompletion of them), the
+// cycle counter's rate cyclesPerUsec.
+func summarizeRun(latency bool, rttFactor int, lat []uint64, size int, bw perf.BWStamps, perCompletion int, cyclesPerUsec float64) (*perf.Latency, *perf.Bandwidth, error) {
+	if latency {
+		l, err := perf.SummarizeLatency(perf.LatencySamples(lat, cyclesPerUsec, rttFactor))
+		if err != nil {
+			return nil, nil, err
+		}
+		return &l, nil, nil
+	}
+	b, err := perf.SummarizeBandwidth(size, bw, perCompletion, cyclesPerUsec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, &b, nil
 }
 
 // benchGCCycles is the number of garbage collections so far.

@@ -149,20 +149,9 @@ func parseRpmaBenchArgs(args []string) (rpmaBenchConfig, error) {
 	fs.DurationVar(&c.yield, "yield", spin.DefaultInterval, "scheduler yield interval (package spin)")
 	fs.DurationVar(&c.timeout, "connect-timeout", rpmaDefTimeout, "how long a client retries a server that is not listening yet")
 	fs.BoolVar(&c.verify, "verify", false, "after the run, write a pattern, flush it, read it back and compare (client)")
-	rest := args[1:]
-	var pos []string
-	for {
-		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
-			return rpmaBenchConfig{}, cli.ErrHelp
-		} else if err != nil {
-			return rpmaBenchConfig{}, cli.UsageError("bench rpma %v: %v", test, err)
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		pos = append(pos, rest[0]) // flags may follow SERVER
-		rest = rest[1:]
+	pos, err := parseFlags(fs, args[1:], "bench rpma "+test.String())
+	if err != nil {
+		return rpmaBenchConfig{}, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -229,17 +218,12 @@ func (c *rpmaBenchConfig) fill(pos []string, flush string, given map[string]bool
 			c.warmup = c.txDepth
 		}
 	}
+	if err := checkRun(c.size, c.iters, c.warmup, c.yield); err != nil {
+		return err
+	}
 	switch {
-	case c.size < 1 || c.size > perf.MaxSize:
-		return fmt.Errorf("size %d: 1 to %d bytes", c.size, perf.MaxSize)
-	case c.iters < benchMinIters || c.iters > perf.MaxIters:
-		return fmt.Errorf("%d iterations: %d to %d", c.iters, benchMinIters, perf.MaxIters)
-	case c.warmup > perf.MaxIters:
-		return fmt.Errorf("%d warm-up iterations: at most %d", c.warmup, perf.MaxIters)
 	case c.port < 1 || c.port > 65535:
 		return fmt.Errorf("port %d: 1 to 65535", c.port)
-	case c.yield < 0 || c.yield > benchMaxYield:
-		return fmt.Errorf("yield interval %v: 0 (never) to %v", c.yield, benchMaxYield)
 	case c.timeout <= 0:
 		return fmt.Errorf("connect timeout %v: must be positive", c.timeout)
 	}

@@ -327,18 +327,8 @@ func (r *rpmaRunner) run() (*rpmaResult, error) {
 			res.Flush = "native"
 		}
 	}
-	if cfg.test.latency() {
-		l, err := perf.SummarizeLatency(perf.LatencySamples(lat, rate, cfg.test.rttFactor()))
-		if err != nil {
-			return nil, err
-		}
-		res.Latency = &l
-	} else {
-		b, err := perf.SummarizeBandwidth(cfg.size, bw, cfg.flushEvery, rate)
-		if err != nil {
-			return nil, err
-		}
-		res.Bandwidth = &b
+	if res.Latency, res.Bandwidth, err = summarizeRun(cfg.test.latency(), cfg.test.rttFactor(), lat, cfg.size, bw, cfg.flushEvery, rate); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
