@@ -49,6 +49,12 @@ func doorbell(rec unsafe.Pointer, v uint32, reg unsafe.Pointer, w uint64)
 //go:noescape
 func recordCopy64(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer)
 
+// recordCopy128 is recordCopy64 of two consecutive 64-byte blocks, the
+// barrier after the copy once: the same instructions, in one call.
+//
+//go:noescape
+func recordCopy128(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer)
+
 // flushLines writes back the cache lines of [p, p+n) to memory and
 // waits until it is done. amd64: CLFLUSH each line, then MFENCE.
 // arm64: DC CVAC each line, then DSB ISH.

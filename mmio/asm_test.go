@@ -29,11 +29,12 @@ func arm64Barrier(dsb bool, crm uint32) []byte {
 
 var wantInstructions = map[string]map[string][]byte{
 	"amd64": {
-		"WriteBarrier": sfence,
-		"ReadBarrier":  lfence,
-		"copy64":       sfence,
-		"doorbell":     sfence,
-		"recordCopy64": sfence,
+		"WriteBarrier":  sfence,
+		"ReadBarrier":   lfence,
+		"copy64":        sfence,
+		"doorbell":      sfence,
+		"recordCopy64":  sfence,
+		"recordCopy128": sfence,
 	},
 	"arm64": {
 		"WriteBarrier":  arm64Barrier(true, 14),  // DSB ST
@@ -43,12 +44,13 @@ var wantInstructions = map[string]map[string][]byte{
 		"copy64":        arm64Barrier(true, 14),  // DSB ST
 		"doorbell":      arm64Barrier(true, 14),  // DSB ST
 		"recordCopy64":  arm64Barrier(true, 14),  // DSB ST
+		"recordCopy128": arm64Barrier(true, 14),  // DSB ST
 	},
 }
 
 // wantCount is how many times a function holds its barrier when that
 // is more than once: the fused sequences have two write barriers.
-var wantCount = map[string]int{"doorbell": 2, "recordCopy64": 2}
+var wantCount = map[string]int{"doorbell": 2, "recordCopy64": 2, "recordCopy128": 2}
 
 // TestBarrierInstructions reads the assembly functions' machine code
 // and checks each holds the barrier doc.go names, so a barrier cannot be
@@ -69,6 +71,7 @@ func TestBarrierInstructions(t *testing.T) {
 		{"copy64", copy64},
 		{"doorbell", doorbell},
 		{"recordCopy64", recordCopy64},
+		{"recordCopy128", recordCopy128},
 	} {
 		ins, ok := want[tt.name]
 		if !ok {

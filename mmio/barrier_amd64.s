@@ -85,6 +85,36 @@ TEXT ·recordCopy64(SB), NOSPLIT|NOFRAME, $0-32
 	SFENCE
 	RET
 
+// func recordCopy128(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer)
+// storeUint32BE, WriteBarrier, copy64 of two consecutive 64-byte blocks
+// (one SFENCE after both).
+TEXT ·recordCopy128(SB), NOSPLIT|NOFRAME, $0-32
+	MOVQ	rec+0(FP), AX
+	MOVL	v+8(FP), BX
+	MOVQ	dst+16(FP), DI
+	MOVQ	src+24(FP), SI
+	BSWAPL	BX
+	MOVL	BX, (AX)
+	SFENCE
+	MOVUPS	0(SI), X0
+	MOVUPS	16(SI), X1
+	MOVUPS	32(SI), X2
+	MOVUPS	48(SI), X3
+	MOVAPS	X0, 0(DI)
+	MOVAPS	X1, 16(DI)
+	MOVAPS	X2, 32(DI)
+	MOVAPS	X3, 48(DI)
+	MOVUPS	64(SI), X0
+	MOVUPS	80(SI), X1
+	MOVUPS	96(SI), X2
+	MOVUPS	112(SI), X3
+	MOVAPS	X0, 64(DI)
+	MOVAPS	X1, 80(DI)
+	MOVAPS	X2, 96(DI)
+	MOVAPS	X3, 112(DI)
+	SFENCE
+	RET
+
 // func flushLines(p unsafe.Pointer, n uintptr)
 // CLFLUSH is in every x86-64 CPU; MFENCE orders the flushes before
 // later stores and loads (CLFLUSH is not ordered against other

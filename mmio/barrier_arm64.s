@@ -85,6 +85,29 @@ TEXT ·recordCopy64(SB), NOSPLIT|NOFRAME, $0-32
 	DSB	$14	// DSB ST
 	RET
 
+// func recordCopy128(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer)
+// storeUint32BE, WriteBarrier, copy64 of two consecutive 64-byte blocks
+// (one DSB ST after both).
+TEXT ·recordCopy128(SB), NOSPLIT|NOFRAME, $0-32
+	MOVD	rec+0(FP), R2
+	MOVWU	v+8(FP), R3
+	MOVD	dst+16(FP), R0
+	MOVD	src+24(FP), R1
+	REVW	R3, R3
+	DMB	$3	// DMB OSH
+	MOVW	R3, (R2)
+	DSB	$14	// DSB ST
+	FLDPQ	(R1), (F0, F1)
+	FLDPQ	32(R1), (F2, F3)
+	FSTPQ	(F0, F1), (R0)
+	FSTPQ	(F2, F3), 32(R0)
+	FLDPQ	64(R1), (F0, F1)
+	FLDPQ	96(R1), (F2, F3)
+	FSTPQ	(F0, F1), 64(R0)
+	FSTPQ	(F2, F3), 96(R0)
+	DSB	$14	// DSB ST
+	RET
+
 // func flushLines(p unsafe.Pointer, n uintptr)
 // DC CVAC cleans a line to the point of coherency, 64 bytes a step
 // (the line size of every arm64 core Go runs on today); DSB ISH waits

@@ -64,6 +64,13 @@ func recordCopy64(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer) {
 	copy64(dst, src)
 }
 
+func recordCopy128(rec unsafe.Pointer, v uint32, dst, src unsafe.Pointer) {
+	storeUint32BE(rec, v)
+	WriteBarrier()
+	copy64(dst, src)
+	copy64(unsafe.Add(dst, 64), unsafe.Add(src, 64))
+}
+
 // flushLines has no cache-line clean instruction to use here; the
 // fence orders the stores at least.
 func flushLines(p unsafe.Pointer, n uintptr) { fence.Add(1) }

@@ -66,13 +66,15 @@
 //     from write-back memory are already in order; LFENCE also orders
 //     weakly ordered loads from write-combining memory). arm64: DMB LD
 //     (full system), a superset of rdma-core's DMB OSHLD.
-//   - Doorbell(rec, v, reg, w) and RecordCopy64(rec, v, dst, src): the
-//     sequences StoreUint32BE, WriteBarrier, StoreUint64BE, WriteBarrier
-//     and StoreUint32BE, WriteBarrier, Copy64, each one assembly call
-//     with the same instructions (Go does not inline assembly; a call
-//     each costs a provider's post several instructions). rec, reg and
-//     dst are pointers from At; RecordCopy64 refuses a dst that is not
-//     64-byte aligned before storing anything. StoreUint32BEAt is
+//   - Doorbell(rec, v, reg, w), RecordCopy64(rec, v, dst, src) and
+//     RecordCopy128: the sequences StoreUint32BE, WriteBarrier,
+//     StoreUint64BE, WriteBarrier and StoreUint32BE, WriteBarrier,
+//     Copy64 (RecordCopy128: of two consecutive blocks, one
+//     WriteBarrier after both), each one assembly call with the same
+//     instructions (Go does not inline assembly; a call each costs a
+//     provider's post several instructions). rec, reg and dst are
+//     pointers from At; RecordCopy64 and RecordCopy128 refuse a dst
+//     that is not 64-byte aligned before storing anything. StoreUint32BEAt is
 //     StoreUint32BE through such a pointer.
 //   - LoadUint32BE(b, off) and AcquireBarrier(): an acquire load of a
 //     device's flag word in ordinary memory, then what makes the loads

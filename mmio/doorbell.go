@@ -71,3 +71,16 @@ func RecordCopy64(rec *uint32, v uint32, dst, src *[64]byte) bool {
 	recordCopy64(unsafe.Pointer(rec), v, unsafe.Pointer(dst), unsafe.Pointer(src))
 	return true
 }
+
+// RecordCopy128 is RecordCopy64 of 128 bytes: v big-endian at rec, a
+// WriteBarrier, then src copied to dst in ascending address order in
+// 64-byte steps and flushed with one WriteBarrier, in one call (a
+// two-block BlueFlame copy). When dst is not 64-byte aligned it stores
+// nothing, not even the record, and returns false.
+func RecordCopy128(rec *uint32, v uint32, dst, src *[128]byte) bool {
+	if uintptr(unsafe.Pointer(dst))%64 != 0 {
+		return false
+	}
+	recordCopy128(unsafe.Pointer(rec), v, unsafe.Pointer(dst), unsafe.Pointer(src))
+	return true
+}

@@ -81,3 +81,34 @@ func TestLoadStoreUint32BEAt(t *testing.T) {
 		t.Errorf("LoadUint32BE of de ad be ef = %#x", got)
 	}
 }
+
+// TestRecordCopy128: as TestRecordCopy64, for two blocks.
+func TestRecordCopy128(t *testing.T) {
+	for _, dstOff := range []int{0, 1, 8, 16, 63} {
+		t.Run(fmt.Sprintf("dst+%d", dstOff), func(t *testing.T) {
+			rec, recAll := aligned(t, 8)
+			buf, bufAll := aligned(t, 320)
+			var src [128]byte
+			a, b := pattern(byte(dstOff)+3), pattern(byte(dstOff)+101)
+			copy(src[:], a[:])
+			copy(src[64:], b[:])
+			wantRec, wantBuf := bytes.Clone(recAll), bytes.Clone(bufAll)
+			ok := RecordCopy128(At[uint32](rec, 0), 0xa1b2c3d4, At[[128]byte](buf, dstOff), &src)
+			if ok != (dstOff == 0) {
+				t.Fatalf("RecordCopy128 to a dst at alignment offset %d returned %v", dstOff, ok)
+			}
+			if ok {
+				recStart := int(uintptr(unsafe.Pointer(&rec[0])) - uintptr(unsafe.Pointer(&recAll[0])))
+				bufStart := int(uintptr(unsafe.Pointer(&buf[0])) - uintptr(unsafe.Pointer(&bufAll[0])))
+				copy(wantRec[recStart:], []byte{0xa1, 0xb2, 0xc3, 0xd4})
+				copy(wantBuf[bufStart:], src[:])
+			}
+			if diff := cmp.Diff(wantRec, recAll); diff != "" {
+				t.Errorf("the record's memory (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantBuf, bufAll); diff != "" {
+				t.Errorf("dst's memory (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

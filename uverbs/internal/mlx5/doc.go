@@ -60,9 +60,10 @@
 // after the list, SQ.Ring. A failing segment call leaves the work request
 // unfinished: Abort it (or Begin again); nothing reaches the device until
 // Ring. The common requests are also built whole in one call (PutPlain,
-// PutAtomic, PutInline, then Ring), and a single plain or atomic one
-// with nothing pending is built and rung at once when SQ.RingNow says so
-// (PutPlainRing, PutAtomicRing: Ring's order, without Ring). post_recv:
+// PutAtomic, PutInline, then Ring), and a single plain, atomic or
+// inline one with nothing pending is built and rung at once when
+// SQ.RingNow says so (PutPlainRing, PutAtomicRing, PutInlineRing:
+// Ring's order, without Ring). post_recv:
 // RQ.Begin / Data / Finish(wr_id) per request, then
 // RQ.Ring; the same on an SRQ.
 //

@@ -587,21 +587,21 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 			if sq.PutPlain(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr) != nil {
 				err = provider.ErrSendQueueFull
 			}
-		} else if done := false; o < uint(len(plainOps)) && !plainOps[o].rcOnly &&
+		} else if o < uint(len(plainOps)) && !plainOps[o].rcOnly &&
 			qp.Type != provider.QPTypeUD && len(wr.SGL) <= int(qp.Cap.MaxSendSGE) && len(wr.SGL) <= sq.maxGS {
 			// Inline: what fails the case above with these conditions
 			// true has SendInline set (rcOnly opcodes are not plain
-			// inline). As in postOneSend, which builds what PutInline
-			// does not.
-			if total, ok := inlineTotal(wr.SGL, qp.Cap.MaxInlineData); ok && total <= sq.maxInline {
-				p := &plainOps[o]
-				if done, err = sq.PutInline(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, total); err == ErrBusy {
-					err = provider.ErrSendQueueFull // PutInline's own, unwrapped
+			// inline). Built and rung in one call when RingNow says
+			// so; what that does not post, and the rest, in a function
+			// of its own, so that its code does not grow this frame for
+			// the other requests.
+			p := &plainOps[o]
+			if sq.RingNow() {
+				if done, err := sq.PutInlineRing(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, qp.Cap.MaxInlineData); done && err == nil {
+					return nil
 				}
 			}
-			if !done {
-				err = q.postOneSend(wr)
-			}
+			return q.postInline(wr, p)
 		} else if (wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd) &&
 			qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 && len(wr.SGL) == 1 &&
 			wr.RemoteAddr%8 == 0 && wr.SGL[0].Length >= AtomicSize && sq.maxGS >= 1 && qp.Cap.MaxSendSGE >= 1 {
@@ -639,6 +639,27 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 		}
 	}
 	q.sq.Ring()
+	return err
+}
+
+// postInline is PostSend of the one request wr, a plain request p with
+// SendInline whose conditions (but the inline size) were checked, when
+// PutInlineRing did not post it: built by PutInline or, what PutInline
+// does not build, as in postOneSend.
+func (q *provQP) postInline(wr *provider.SendWR, p *plainOp) error {
+	sq := q.sq
+	done, err := sq.PutInline(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, q.qp.Cap.MaxInlineData)
+	switch {
+	case done && err != nil: // ErrBusy, PutInline's only error
+		err = provider.ErrSendQueueFull
+	case !done:
+		err = q.postOneSend(wr)
+	}
+	if err != nil {
+		sq.Abort()
+		err = provider.PostFailed(0, wr.WRID, err)
+	}
+	sq.Ring()
 	return err
 }
 
@@ -680,14 +701,11 @@ func (q *provQP) postOneSend(wr *provider.SendWR) error {
 				return nil
 			}
 		default:
-			if total, ok := inlineTotal(wr.SGL, qp.Cap.MaxInlineData); ok && total <= q.sq.maxInline {
-				done, err := q.sq.PutInline(op, sendFM(wr.Flags), imm, raddr, wr, total)
-				if done {
-					if err == ErrBusy { // PutInline's own, unwrapped
-						return provider.ErrSendQueueFull
-					}
-					return err
+			if done, err := q.sq.PutInline(op, sendFM(wr.Flags), imm, raddr, wr, qp.Cap.MaxInlineData); done {
+				if err != nil { // ErrBusy, PutInline's only error
+					return provider.ErrSendQueueFull
 				}
+				return nil
 			}
 		}
 	}

@@ -57,8 +57,7 @@ type SQ struct {
 	curPost uint32        // 64-byte blocks posted, libmlx5's sq.cur_post
 	head    uint32        // work requests posted
 	tail    atomic.Uint32 // work requests retired: stored by the poller, loaded by the poster
-	wrid    []uint64
-	wqeHead []uint32
+	wrs     []sqWR        // per first block of a posted WQE (index masked)
 
 	// the work request being built
 	building bool
@@ -80,6 +79,16 @@ type SQ struct {
 	lastStart  int
 	lastDS     int
 	lastInline bool
+}
+
+// sqWR is what the send queue keeps of a posted work request, at the
+// index of its first block: its id for the completion and the number
+// of work requests posted before it (libmlx5's sq.wrid and
+// sq.wqe_head, here one slice, so one bounds check a post and a
+// completion).
+type sqWR struct {
+	id   uint64
+	head uint32
 }
 
 // SQConfig describes a send queue to NewSQ.
@@ -136,7 +145,7 @@ func NewSQ(c SQConfig) (*SQ, error) {
 		buf: c.Buf[:s.WQECnt*SendWQEBB], mask: uint32(s.WQECnt - 1), qpn: c.QPN & 0xffffff, qpType: c.Type,
 		maxPost: uint32(s.MaxPost), maxGS: s.MaxGS, maxInline: s.MaxInline,
 		dbrec: (*[DBRecSize]byte)(c.DBRec), sndRec: mmio.At[uint32](c.DBRec, SndDBR), bf: c.BlueFlame, bfDS: bfDS(c.BlueFlame), w: c.Writer,
-		wrid: make([]uint64, s.WQECnt), wqeHead: make([]uint32, s.WQECnt), inlHdr: -1,
+		wrs: make([]sqWR, s.WQECnt), inlHdr: -1,
 	}, nil
 }
 
@@ -267,8 +276,7 @@ func (q *SQ) putPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provi
 	if ring {
 		// done, and Ring's doorbell for this request alone.
 		idx := cur & q.mask
-		q.wrid[idx] = wr.WRID
-		q.wqeHead[idx] = q.head
+		q.wrs[idx] = sqWR{id: wr.WRID, head: q.head}
 		q.head++
 		q.curPost = cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
 		q.building = false
@@ -286,8 +294,7 @@ func (q *SQ) putPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provi
 // and what Ring needs of it.
 func (q *SQ) done(cur, ds uint32, wrID uint64, inline bool) {
 	idx := cur & q.mask
-	q.wrid[idx] = wrID
-	q.wqeHead[idx] = q.head
+	q.wrs[idx] = sqWR{id: wrID, head: q.head}
 	q.head++
 	q.curPost = cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
 	q.building = false
@@ -334,8 +341,7 @@ func (q *SQ) putAtomic(opcode, fmCeSe uint8, wr *provider.SendWR, ring bool) err
 	if ring {
 		// done, and Ring's doorbell for this request alone (putPlain).
 		idx := cur & q.mask
-		q.wrid[idx] = wr.WRID
-		q.wqeHead[idx] = q.head
+		q.wrs[idx] = sqWR{id: wr.WRID, head: q.head}
 		q.head++
 		q.curPost = cur + 1
 		q.building = false
@@ -351,17 +357,37 @@ func (q *SQ) putAtomic(opcode, fmCeSe uint8, wr *provider.SendWR, ring bool) err
 // PutInline builds the whole work request wr with inline data in one
 // call, straight into the ring: the ctrl segment, the remote address
 // segment when hasRAddr (RDMA write), and the inline segment holding the
-// total bytes of wr.SGL, copied from the caller's memory straight into
-// the ring. Memory that cannot be read is an error, not a crash, as with
-// provider.CopyInline: PutInline has that fault net itself (the fault
-// panics with SetPanicOnFault and its deferred function recovers it,
-// provider.InlineFault making the error), which costs less than a call
-// to CopyInline; nothing is posted then. The caller has checked the
-// opcode for the QP type and that total is the sum of the gather
-// lengths, at most the queue's MaxInline. It returns false, doing
-// nothing, when the data would wrap at the ring's end (then Begin,
-// Inline and Finish build it), and ErrBusy when the queue is full.
-func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, total int) (done bool, err error) {
+// bytes of wr.SGL, copied from the caller's memory straight into the
+// ring. The caller has checked the opcode for the QP type; PutInline
+// checks the inline bytes against max (the QP's MaxInlineData) and the
+// queue's MaxInline, and the addresses as CheckSend does. It returns
+// false, doing nothing, for what it does not build: data above those
+// sizes or at an address CheckSend refuses, data that would wrap at the
+// ring's end (then Begin, Inline and Finish build it), and memory that
+// cannot be read: the copy has a fault net of its own (the fault panics
+// with SetPanicOnFault and its deferred function recovers it, cheaper
+// than a call to provider.CopyInline), nothing is posted, and the
+// general path's CopyInline makes the error. It returns ErrBusy when
+// the queue is full.
+func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, max uint32) (done bool, err error) {
+	return q.putInline(opcode, fmCeSe, imm, hasRAddr, wr, max, false)
+}
+
+// PutInlineRing is PutInline followed by Ring in one call, as
+// PutPlainRing is PutPlain's (when RingNow says so): a request of one
+// or two blocks is copied to the BlueFlame buffer as Ring would (the
+// doorbell record, a write barrier, the blocks, a write barrier, the
+// BlueFlame half toggled) straight from the builder.
+func (q *SQ) PutInlineRing(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, max uint32) (done bool, err error) {
+	return q.putInline(opcode, fmCeSe, imm, hasRAddr, wr, max, true)
+}
+
+// putInline is PutInline, and with ring PutInlineRing.
+func (q *SQ) putInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, max uint32, ring bool) (done bool, err error) {
+	total, ok := inlineTotal(wr.SGL, max)
+	if !ok || total > q.maxInline {
+		return false, nil
+	}
 	cur := q.curPost
 	ds := uint32(1)
 	if hasRAddr {
@@ -395,7 +421,7 @@ func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 		f := inlineNet{old: debug.SetPanicOnFault(true)}
 		defer func() {
 			if !f.done {
-				done, err = true, provider.InlineFault(f.old, recover(), wr.SGL, f.i)
+				f.fault(recover())
 			}
 		}()
 		if sgl := wr.SGL; len(sgl) == 1 { // the usual case, without the loop
@@ -403,24 +429,68 @@ func (q *SQ) PutInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 		} else {
 			n := 0
 			for i := range sgl {
-				f.i = i
 				s := &sgl[i]
 				n += copy(dst[n:], mmio.BytesAt(s.Addr, int(s.Length)))
 			}
 		}
 		f.done = true
 		debug.SetPanicOnFault(f.old)
+		if ring && ds <= 2*SendWQEBB/SegSize && int(ds) <= q.bfDS {
+			// done, and Ring's BlueFlame copy of this request alone:
+			// one block, or two (an inline RDMA write of more than 12
+			// bytes) in one call. The data does not wrap, so neither
+			// do its blocks; a register half holds two blocks when it
+			// holds more than four segments (it is a multiple of 64
+			// bytes).
+			idx := cur & q.mask
+			q.wrs[idx] = sqWR{id: wr.WRID, head: q.head}
+			q.head++
+			next := cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
+			q.curPost = next
+			q.building = false
+			bf := q.bf
+			var rung bool
+			if ds <= SendWQEBB/SegSize {
+				rung = mmio.RecordCopy64(q.sndRec, next&0xffff, mmio.At[[SendWQEBB]byte](bf.reg, bf.offset), q.blocks.Slot(cur))
+			} else {
+				rung = mmio.RecordCopy128(q.sndRec, next&0xffff, mmio.At[[2 * SendWQEBB]byte](bf.reg, bf.offset), mmio.At[[2 * SendWQEBB]byte](q.buf, int(idx)*SendWQEBB))
+			}
+			if rung {
+				bf.offset ^= bf.half
+				return true, nil
+			}
+			// A register RecordCopy refused (it stored nothing): Ring.
+			q.pending, q.lastStart, q.lastDS, q.lastInline = 1, int(idx)*SendWQEBB, int(ds), true
+			q.Ring()
+			return true, nil
+		}
 	}
 	q.done(cur, ds, wr.WRID, total > 0)
+	if ring {
+		q.Ring()
+	}
 	return true, nil
 }
 
-// inlineNet is the state of PutInline's fault net: the goroutine's
-// fault setting before it, the gather entry being copied, and whether
-// the copy finished.
+// inlineNet is the state of putInline's fault net: the goroutine's
+// fault setting before it and whether the copy finished.
 type inlineNet struct {
 	old, done bool
-	i         int
+}
+
+// fault is what putInline's deferred function does after a copy that
+// did not finish, with what it recovered, r: the fault setting is
+// restored and a memory fault is dropped, so that putInline returns
+// false (its results are still zero) and the request is built on the
+// general path, whose CopyInline faults on the same memory and makes
+// the error; any other panic goes on (nil, from runtime.Goexit, is
+// nothing to handle). The deferred function leaves putInline's results
+// alone, so they stay in registers.
+func (f *inlineNet) fault(r any) {
+	debug.SetPanicOnFault(f.old)
+	if _, fault := r.(interface{ Addr() uintptr }); !fault && r != nil {
+		panic(r)
+	}
 }
 
 // Abort drops the work request being built.
@@ -579,8 +649,7 @@ func (q *SQ) Finish(wrID uint64) error {
 	ds := q.ds
 	PutCtrl(q.seg(q.start), q.opcode, 0, uint16(q.curPost), q.qpn, uint8(ds), q.fmCeSe, q.imm)
 	idx := q.curPost & q.mask
-	q.wrid[idx] = wrID
-	q.wqeHead[idx] = q.head
+	q.wrs[idx] = sqWR{id: wrID, head: q.head}
 	q.head++
 	q.curPost += uint32((ds*SegSize + SendWQEBB - 1) / SendWQEBB)
 	q.building = false
@@ -717,8 +786,9 @@ func (q *SQ) copyBF(off, n int) bool {
 // 1). It returns that work request's wrID.
 func (q *SQ) Complete(counter uint16) uint64 {
 	idx := uint32(counter) & q.mask
-	q.tail.Store(q.wqeHead[idx] + 1)
-	return q.wrid[idx]
+	w := &q.wrs[idx]
+	q.tail.Store(w.head + 1)
+	return w.id
 }
 
 // Reset empties the queue for a QP moved to RESET (verbs.c mlx5_modify_qp:
