@@ -3,6 +3,7 @@ package uverbs
 import (
 	"sync/atomic"
 
+	"github.com/purerdma/rdma/uverbs/internal/mlx5"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
 	"github.com/purerdma/rdma/uverbs/internal/rxe"
 )
@@ -13,10 +14,12 @@ import (
 // (docs/performance.md: the interface call and the frame it adds cost
 // rxe's post and poll instructions that C's librxe does not spend).
 // One door per provider, all in this file; a provider without a door
-// (mlx5, siw) is called through the interfaces.
+// (siw), and a path a door does not take, is called through the
+// interfaces.
 //
 // rxe's door: QP.PostSend calls rxe.QP.PostSend directly, and the Poll of
 // a CQ with a TD (no lock) runs rxe.CQ.Poll's loop written out here.
+// mlx5's: the Poll of a CQ with a TD calls mlx5.ProvCQ.Poll directly.
 
 // qpDoor is a QP's direct path: rxe is the QP's queues when those are
 // rxe's, which PostSend calls without dispatch (one load and test).
@@ -29,25 +32,36 @@ func (d *qpDoor) open(q provider.QPQueues) {
 	d.rxe, _ = q.(*rxe.QP)
 }
 
-// cqDoor is a CQ's direct path: rxe is the CQ's queue when that is
-// rxe's and the CQ has a TD (no lock), while the CQ is open; Poll tests
-// it with one load.
+// cqDoor is a CQ's direct path: rxe or mlx5 is the CQ's queue when that
+// is the provider's and the CQ has a TD (no lock), while the CQ is open;
+// Poll tests each with one load.
 type cqDoor struct {
-	rxe *rxe.CQ
+	rxe  *rxe.CQ
+	mlx5 *mlx5.ProvCQ
 }
 
 // open sets the door for the CQ's new queue q.
 func (d *cqDoor) open(q provider.CQQueue, locks bool) {
-	if r, ok := q.(*rxe.CQ); ok && !locks {
-		d.rxe = r
+	if locks {
+		return
+	}
+	switch q := q.(type) {
+	case *rxe.CQ:
+		d.rxe = q
+	case *mlx5.ProvCQ:
+		d.mlx5 = q
 	}
 }
 
 // close shuts the door when the CQ is destroyed. Only a TD CQ has one
 // open, so no locked Poll reads it meanwhile.
 func (d *cqDoor) close() {
-	if d.rxe != nil { // no write for a locked CQ, whose Poll reads rxe unlocked
+	// No write for a locked CQ, whose Poll reads the doors unlocked.
+	if d.rxe != nil {
 		d.rxe = nil
+	}
+	if d.mlx5 != nil {
+		d.mlx5 = nil
 	}
 }
 
@@ -61,7 +75,13 @@ func (d *cqDoor) close() {
 //
 //go:nosplit
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
-	if cq == nil || cq.door.rxe == nil {
+	if cq == nil {
+		return cq.pollIface(wc)
+	}
+	if cq.door.rxe == nil {
+		if m := cq.door.mlx5; m != nil { // mlx5 without a lock
+			return m.Poll(wcView(wc)), nil
+		}
 		return cq.pollIface(wc)
 	}
 	// rxe without a lock: rxe.CQ.Poll's loop, written out here (a call

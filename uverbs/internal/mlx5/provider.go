@@ -215,9 +215,11 @@ func (p *Provider) CQDriverData(size int) (provider.DriverReq, error) {
 		State: r, Release: r.release}, nil
 }
 
-// provCQ is a CQ's ring. Poll finds each completion's QP by the user
-// index the CQE carries.
-type provCQ struct {
+// ProvCQ is a CQ's ring, the provider.CQQueue of an mlx5 CQ (exported
+// for uverbs' door, which polls a CQ in a thread domain without the
+// interface). Poll finds each completion's QP by the user index the CQE
+// carries.
+type ProvCQ struct {
 	p    *Provider
 	cq   *provider.CQ
 	prep *prep
@@ -238,7 +240,7 @@ func (p *Provider) NewCQ(cq *provider.CQ, req provider.DriverReq, out []byte) (p
 	if err != nil {
 		return nil, &sys.Error{Op: "mlx5 CQ", Err: err}
 	}
-	return &provCQ{p: p, cq: cq, prep: r, q: q}, nil
+	return &ProvCQ{p: p, cq: cq, prep: r, q: q}, nil
 }
 
 // wcFlags converts the decoder's flags (libibverbs' bits) to
@@ -264,7 +266,7 @@ var wcFlags = func() (t [16]provider.WCFlags) {
 // checks its own).
 //
 //go:nosplit
-func (q *provCQ) Poll(wc []provider.WC) int {
+func (q *ProvCQ) Poll(wc []provider.WC) int {
 	cq := q.q
 	b := cq.peek()
 	if b == nil || len(wc) == 0 {
@@ -314,7 +316,7 @@ func (q *provCQ) Poll(wc []provider.WC) int {
 // consumes it, and moves its completion into wc[0] (1), or drops it
 // (0): undecodable (a corrupt entry must not wedge the queue), or of a
 // QP destroyed since (its CQEs were cleaned; a stray one is dropped).
-func (q *provCQ) pollDecoded(wc []provider.WC) int {
+func (q *ProvCQ) pollDecoded(wc []provider.WC) int {
 	c := &q.cqe
 	got, ok := q.q.Poll(c)
 	if !got || !ok {
@@ -346,14 +348,14 @@ func (q *provCQ) pollDecoded(wc []provider.WC) int {
 	return 1
 }
 
-func (q *provCQ) ResizeDriverOutLen() int { return 0 }
+func (q *ProvCQ) ResizeDriverOutLen() int { return 0 }
 
 // ResizeReq prepares RESIZE_CQ as verbs.c mlx5_resize_cq does: the size
 // rounds as CreateCQ's does (same when that is the CQ's size already:
 // no command), and a new buffer, every CQE the device's, is named in the
 // driver data. A size below the completions waiting in the CQ is
 // refused: the new buffer must take them.
-func (q *provCQ) ResizeReq(size int) (provider.DriverReq, bool, error) {
+func (q *ProvCQ) ResizeReq(size int) (provider.DriverReq, bool, error) {
 	sz, err := CQSize(size, CQESize, os.Getpagesize())
 	if err != nil {
 		return provider.DriverReq{}, false, fmt.Errorf("mlx5: %w", err)
@@ -375,14 +377,14 @@ func (q *provCQ) ResizeReq(size int) (provider.DriverReq, bool, error) {
 }
 
 // dropResize frees the buffer of a resize whose command failed.
-func (q *provCQ) dropResize() {
+func (q *ProvCQ) dropResize() {
 	q.resize.free()
 	q.resize = nil
 }
 
 // Resized moves the CQ to the buffer ResizeReq named, now that the
 // device writes it, and frees the old one.
-func (q *provCQ) Resized([]byte) error {
+func (q *ProvCQ) Resized([]byte) error {
 	buf := q.resize
 	if buf == nil {
 		return fmt.Errorf("mlx5: no resize prepared: %w", sys.ErrInvalid)
@@ -406,7 +408,7 @@ func (q *provCQ) Resized([]byte) error {
 	return nil
 }
 
-func (q *provCQ) Unmap() error {
+func (q *ProvCQ) Unmap() error {
 	q.resize.free()
 	q.resize = nil
 	q.prep.release()
@@ -415,7 +417,7 @@ func (q *provCQ) Unmap() error {
 
 // arm requests a completion event from user space (mlx5_arm_cq): the
 // arm word in the doorbell record and the UAR's CQ doorbell.
-func (q *provCQ) Arm(solicitedOnly bool) error {
+func (q *ProvCQ) Arm(solicitedOnly bool) error {
 	if err := q.q.Arm(solicitedOnly); err != nil {
 		return &sys.Error{Op: "mlx5 arm CQ", Err: err}
 	}
@@ -423,7 +425,7 @@ func (q *provCQ) Arm(solicitedOnly bool) error {
 }
 
 // event counts a completion event for the next arm's sequence number.
-func (q *provCQ) Event() {
+func (q *ProvCQ) Event() {
 	if l := q.cq.Lock; l != nil {
 		l.Lock()
 		defer l.Unlock()
@@ -434,7 +436,7 @@ func (q *provCQ) Event() {
 // clean drops the CQEs of the QP with user index uidx (the QP is being
 // reset or destroyed), freeing their SRQ WQEs, as mlx5_cq_clean. Locks
 // are taken in Poll's order: the CQ's, then the SRQ's.
-func (q *provCQ) clean(uidx uint32, srq *provSRQ) {
+func (q *ProvCQ) clean(uidx uint32, srq *provSRQ) {
 	if l := q.cq.Lock; l != nil {
 		l.Lock()
 		defer l.Unlock()
@@ -509,8 +511,8 @@ type provQP struct {
 	sq   *SQ
 	rq   *RQ      // nil on an SRQ or without receives
 	srq  *provSRQ // the SRQ the QP receives from
-	scq  *provCQ
-	rcq  *provCQ
+	scq  *ProvCQ
+	rcq  *ProvCQ
 	// inline is where a post copies its inline data from the caller's
 	// memory first (MaxInline bytes).
 	inline []byte
@@ -523,8 +525,8 @@ func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (p
 	typ, _ := qpType(qp.Type)
 	q := r.qp
 	q.qp, q.prep = qp, r
-	q.scq, _ = qp.SendCQ.(*provCQ)
-	q.rcq, _ = qp.RecvCQ.(*provCQ)
+	q.scq, _ = qp.SendCQ.(*ProvCQ)
+	q.rcq, _ = qp.RecvCQ.(*ProvCQ)
 	if q.scq == nil || q.rcq == nil {
 		return nil, fmt.Errorf("mlx5: CQs of another provider: %w", sys.ErrInvalid)
 	}

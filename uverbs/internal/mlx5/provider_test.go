@@ -24,7 +24,7 @@ import (
 type mlx5Fixture struct {
 	p      *Provider
 	ctx    *provider.Context
-	cq     *provCQ
+	cq     *ProvCQ
 	qp     *provQP
 	uqp    *provider.QP
 	sqBuf  []byte
@@ -53,7 +53,7 @@ func newMLX5Fixture(t *testing.T, typ provider.QPType, sendWR, recvWR int) *mlx5
 	if err != nil {
 		t.Fatal(err)
 	}
-	cq := &provCQ{p: p, cq: &provider.CQ{}, q: q, prep: &prep{p: p}}
+	cq := &ProvCQ{p: p, cq: &provider.CQ{}, q: q, prep: &prep{p: p}}
 
 	mt, _ := qpType(typ)
 	sq, err := SQSize(mt, false, sendWR, 2, 64, lim)
