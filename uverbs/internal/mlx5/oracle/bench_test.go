@@ -34,15 +34,23 @@ func benchScenario(n int) string {
 	return b.String()
 }
 
-// TestBenchScenario runs the benchmark's scenario briefly on both sides:
-// the verbs' results must agree, as in TestAgainstLibmlx5.
+// TestBenchScenario runs the benchmark's scenario briefly on both sides,
+// with locks and without (libmlx5 single-threaded, uverbs' CQ and QP in a
+// thread domain, whose polls go through mlx5's door in uverbs): the
+// verbs' results must agree, as in TestAgainstLibmlx5.
 func TestBenchScenario(t *testing.T) {
 	testutils.HostOnly(t)
 	script := benchScenario(70) // wraps the 64-entry send queue
-	cOut, _ := runC(t, buildC(t), script)
-	goOut, _ := runGo(t, script)
-	if d := cmp.Diff(cOut, goOut); d != "" {
-		t.Errorf("(-libmlx5 +uverbs):\n%s", d)
+	bin := buildC(t)
+	for _, td := range []string{"0", "1"} {
+		t.Run("td="+td, func(t *testing.T) {
+			t.Setenv("PURERDMA_ORACLE_BENCH_TD", td)
+			cOut, _ := runC(t, bin, script)
+			goOut, _ := runGo(t, script)
+			if d := cmp.Diff(cOut, goOut); d != "" {
+				t.Errorf("(-libmlx5 +uverbs):\n%s", d)
+			}
+		})
 	}
 }
 
