@@ -594,16 +594,15 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 			// Inline: what fails the case above with these conditions
 			// true has SendInline set (rcOnly opcodes are not plain
 			// inline). Built and rung in one call when RingNow says
-			// so; what that does not post, and the rest, in a function
-			// of its own, so that its code does not grow this frame for
-			// the other requests.
-			p := &plainOps[o]
+			// so; what that does not post, and the rest, as in a post
+			// list (postOneSend tries PutInline, then the general path).
 			if sq.RingNow() {
+				p := &plainOps[o]
 				if done, err := sq.PutInlineRing(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, qp.Cap.MaxInlineData); done && err == nil {
 					return nil
 				}
 			}
-			return q.postInline(wr, p)
+			err = q.postOneSend(wr)
 		} else if (wr.Opcode == provider.WRAtomicCmpAndSwp || wr.Opcode == provider.WRAtomicFetchAndAdd) &&
 			qp.Type == provider.QPTypeRC && wr.Flags&provider.SendInline == 0 && len(wr.SGL) == 1 &&
 			wr.RemoteAddr%8 == 0 && wr.SGL[0].Length >= AtomicSize && sq.maxGS >= 1 && qp.Cap.MaxSendSGE >= 1 {
@@ -641,27 +640,6 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 		}
 	}
 	q.sq.Ring()
-	return err
-}
-
-// postInline is PostSend of the one request wr, a plain request p with
-// SendInline whose conditions (but the inline size) were checked, when
-// PutInlineRing did not post it: built by PutInline or, what PutInline
-// does not build, as in postOneSend.
-func (q *provQP) postInline(wr *provider.SendWR, p *plainOp) error {
-	sq := q.sq
-	done, err := sq.PutInline(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, q.qp.Cap.MaxInlineData)
-	switch {
-	case done && err != nil: // ErrBusy, PutInline's only error
-		err = provider.ErrSendQueueFull
-	case !done:
-		err = q.postOneSend(wr)
-	}
-	if err != nil {
-		sq.Abort()
-		err = provider.PostFailed(0, wr.WRID, err)
-	}
-	sq.Ring()
 	return err
 }
 
