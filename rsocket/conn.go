@@ -78,8 +78,17 @@ type Conn struct {
 	// siw can leave that first message unread (nudgeDelays says why).
 	heard  bool        // a message from the peer arrived
 	nudger *time.Timer // pending nudge; nil once none is to come
-	nudges int         // nudges sent
-	hide   int         // test hook (hideFirstSends): SENDs still to post as zero-length WRITEs
+	// The connecting side on iWARP (dialed) writes nothing to the peer
+	// once, when it first hears from it (flushDue until posted): what it
+	// sent before may lie unread at the peer (nudgeDelays), and by then
+	// the peer's socket is the QP's, so a frame arriving behind makes siw
+	// read them all. A peer that answers at once (C's rsocket grants
+	// credits first thing) stops the nudges before they could help.
+	dialed   bool
+	flushDue bool
+	flushes  int // writes of nothing posted, for the tests
+	nudges   int // nudges sent
+	hide     int // test hook (hideFirstSends): SENDs still to post as zero-length WRITEs
 
 	// Send side (rsocket.c's names in comments).
 	sqeAvail  int    // sqe_avail: send WQEs for data
@@ -493,7 +502,27 @@ func (c *Conn) progress() {
 			break
 		}
 	}
+	c.flushPeer()
 	c.updateCredits()
+}
+
+// flushPeer posts the zero-length RDMA WRITE to the peer's target SGL
+// that flushDue asks for: it reaches no receive and makes no completion
+// at the peer, so the peer's protocol sees nothing. It takes a control
+// slot, whose completion gives it back.
+func (c *Conn) flushPeer() {
+	if !c.flushDue || !c.st.connected || c.ctrlSeq == c.ctrlMax {
+		return
+	}
+	c.flushDue = false
+	c.ctrlSeq++
+	c.swr = uverbs.SendWR{WRID: uint64(msg(opCtrl, 0)), Opcode: uverbs.WRRDMAWrite,
+		RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+	if err := c.qp.PostSend(&c.swr); err != nil {
+		c.postFailed("post a write of nothing", err)
+		return
+	}
+	c.flushes++
 }
 
 // handle takes one completion; it returns 1 for a receive to post again.
@@ -522,6 +551,9 @@ func (c *Conn) handle(wc *uverbs.WorkCompletion) int {
 			c.fail(&resetError{why: "receive failed", err: wc.Status})
 		}
 		return 0
+	}
+	if !c.heard && c.dialed {
+		c.flushDue = true
 	}
 	c.quiet, c.heard = false, true
 	var imm uint32

@@ -228,3 +228,37 @@ func TestFirstMessageUnseen(t *testing.T) {
 		t.Fatalf("client write: %v", err)
 	}
 }
+
+// TestDialerFlushesOnce: in rsockets' iWARP form (through the SetMsgSend
+// hook, on any device), the connecting side posts one write of nothing
+// when it first hears from the peer, and the accepting side none; the
+// connection then carries data both ways. (That the write makes siw
+// read a message it left unread is what the siw runs under load show:
+// the kernel's race cannot be made to happen on purpose.)
+func TestDialerFlushesOnce(t *testing.T) {
+	t.Cleanup(rsocket.SetMsgSend(0)) // runs after pair's closes
+	c, s := pair(t, rsocket.Config{})
+	guard := time.Now().Add(45 * time.Second) // ends a hang only
+	c.SetDeadline(guard)
+	s.SetDeadline(guard)
+	for i, dir := range [][2]net.Conn{{s, c}, {c, s}, {s, c}} {
+		werr := make(chan error, 1)
+		go func() {
+			_, err := dir[0].Write([]byte("ping"))
+			werr <- err
+		}()
+		got := make([]byte, 4)
+		if _, err := io.ReadFull(dir[1], got); err != nil || string(got) != "ping" {
+			t.Fatalf("exchange %d: read %q, %v", i, got, err)
+		}
+		if err := <-werr; err != nil {
+			t.Fatalf("exchange %d: write: %v", i, err)
+		}
+	}
+	if n := c.Flushes(); n != 1 {
+		t.Errorf("the client posted %d writes of nothing, want 1 (%s)", n, c.Internals())
+	}
+	if n := s.Flushes(); n != 0 {
+		t.Errorf("the server posted %d writes of nothing, want 0 (%s)", n, s.Internals())
+	}
+}

@@ -165,6 +165,7 @@ func connect(ctx context.Context, id *rdmacm.ID, src, dst netip.AddrPort, cfg Co
 		// again if the peer stays silent (nudgeDelays).
 		c.mu.Lock()
 		c.hide = testHooks.hideFirstSends
+		c.dialed = true
 		c.progress()
 		c.nudger = time.AfterFunc(nudgeDelays[0], c.nudge)
 		c.mu.Unlock()

@@ -36,7 +36,11 @@
 // its accept unread until more data comes; so a dialed Conn that has
 // heard nothing from its peer sends its credit limit again, 50 ms and
 // then 1 s after the connection is up (an idempotent 4-byte message,
-// at most twice).
+// at most twice), and when it first hears from its peer it writes
+// nothing to it once (a zero-length RDMA WRITE, which the peer's
+// program never sees): siw reads what it left behind when that frame
+// arrives. A C rsocket that dials a Listener can still lose the race:
+// docs/rsocket.md says why the accepting side cannot mend it.
 //
 // # Semantics
 //

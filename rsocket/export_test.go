@@ -42,11 +42,18 @@ func (c *Conn) Nudges() int {
 	return c.nudges
 }
 
+// Flushes is how many writes of nothing c posted (flushPeer).
+func (c *Conn) Flushes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flushes
+}
+
 // Internals describes c's iWARP start-up state and counters, for a test
 // that reports a connection that stopped moving.
 func (c *Conn) Internals() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("msgSend=%v quiet=%v heard=%v nudges=%d ctrl=%d/%d sqeAvail=%d rcv=%d/%d sseq=%d/%d",
-		c.msgSend, c.quiet, c.heard, c.nudges, c.ctrlSeq, c.ctrlMax, c.sqeAvail, c.rcvSeq, c.rcvLimit, c.sseqNo, c.sseqComp)
+	return fmt.Sprintf("msgSend=%v quiet=%v heard=%v nudges=%d flushes=%d ctrl=%d/%d sqeAvail=%d rcv=%d/%d sseq=%d/%d",
+		c.msgSend, c.quiet, c.heard, c.nudges, c.flushes, c.ctrlSeq, c.ctrlMax, c.sqeAvail, c.rcvSeq, c.rcvLimit, c.sseqNo, c.sseqComp)
 }

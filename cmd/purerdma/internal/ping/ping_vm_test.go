@@ -70,19 +70,44 @@ func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-c
 
 // rpPair runs a server and then, once it listens, a client, and returns
 // both results. The port flag is added to both; the server is ended if
-// the client fails.
+// the client fails; a run that outlives rpRunTimeout fails the test. On
+// siw, a run that siw's accept race stranded (toolrun.Watchdog) is
+// ended and run again on the next port, up to toolrun.StrandAttempts
+// times.
 func rpPair(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		sr, cr, dog := rpPairOnce(t, server, client)
+		if st := dog.Stranded(); st != nil {
+			if attempt < toolrun.StrandAttempts {
+				t.Logf("attempt %d of %v and %v: %s; running it again", attempt, server, client, toolrun.StrandedWhy(st))
+				continue
+			}
+			t.Fatalf("%d attempts of %v and %v, each stranded; the last: %s\n%s", attempt, server, client, toolrun.StrandedWhy(st), dog.Report())
+		}
+		if dog.TimedOut() {
+			t.Fatalf("the run did not end within %v\nserver %v: %v\n\nclient %v: %v\n%s", rpRunTimeout, server, sr, client, cr, dog.Report())
+		}
+		return sr, cr
+	}
+}
+
+// rpPairOnce is one attempt of rpPair, on a port of its own.
+func rpPairOnce(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result, dog *toolrun.Watchdog) {
 	t.Helper()
 	rping := ""
 	if server.c || client.c {
 		rping = toolrun.Tool(t, "rping")
 	}
 	rdma := toolrun.Tool(t, "rdma")
-	ctx, cancel := context.WithTimeout(context.Background(), rpRunTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	port := rpNextPort()
+	dog = toolrun.Watch(rpRunTimeout, port, testenv.CurrentFabric().IWARP, cancel)
+	defer dog.Stop()
 	p := []string{"-p", strconv.Itoa(port)}
-	server.args, client.args = append(server.args, p...), append(client.args, p...)
+	server.args = append(slices.Clone(server.args), p...)
+	client.args = append(slices.Clone(client.args), p...)
 	pid, sdone := rpStart(t, ctx, rping, server)
 	toolrun.WaitListening(t, ctx, cancel, rdma, port, pid, sdone)
 	_, cdone := rpStart(t, ctx, rping, client)
@@ -90,7 +115,8 @@ func rpPair(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result) {
 	if cr.Code != 0 {
 		cancel() // the server may wait for a client that is gone
 	}
-	return <-sdone, cr
+	sr = <-sdone
+	return sr, cr, dog
 }
 
 // rpLines is what -v prints for pings 0 to n-1 of size bytes.

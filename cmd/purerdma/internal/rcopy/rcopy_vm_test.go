@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -66,26 +67,49 @@ func rcFile(t *testing.T, dir string, n int) (string, []byte) {
 // rcRun starts the server, waits until it listens, runs each client in
 // turn (each with its own want status) and then ends the server (C's
 // serves for ever; a Go server given -n ends by itself). It returns the
-// server's result and the clients'.
+// server's result and the clients'. On siw, a run that siw's accept
+// race stranded (toolrun.Watchdog) is ended and run again on the next
+// port, up to toolrun.StrandAttempts times.
 func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (toolrun.Result, []toolrun.Result) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		sr, crs, dog := rcRunOnce(t, server, clients)
+		if st := dog.Stranded(); st != nil {
+			if attempt < toolrun.StrandAttempts {
+				t.Logf("attempt %d of %v: %s; running it again", attempt, server, toolrun.StrandedWhy(st))
+				continue
+			}
+			t.Fatalf("%d attempts of %v, each stranded; the last: %s\n%s", attempt, server, toolrun.StrandedWhy(st), dog.Report())
+		}
+		if dog.TimedOut() {
+			t.Fatalf("the run did not end within its time\nserver %v: %v\nclients: %v\n%s", server, sr, crs, dog.Report())
+		}
+		return sr, crs
+	}
+}
+
+// rcRunOnce is one attempt of rcRun, on a port of its own.
+func rcRunOnce(t *testing.T, server rcEnd, clients []rcEnd) (toolrun.Result, []toolrun.Result, *toolrun.Watchdog) {
 	t.Helper()
 	testenv.Devices(t, 2)
 	tool := ""
 	if server.c || slicesAny(clients) {
 		tool = toolrun.Tool(t, "rcopy")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	port := rcNextPort()
+	dog := toolrun.Watch(2*time.Minute, port, testenv.CurrentFabric().IWARP, cancel)
+	defer dog.Stop()
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
-	port := rcNextPort()
 	p := []string{"-p", strconv.Itoa(port)}
-	server.args = append(server.args, p...)
+	server.args = append(slices.Clone(server.args), p...)
 	pid, sdone := toolrun.Start(t, sctx, runContext, "rcopy", tool, server.c, server.args, server)
 	toolrun.WaitListening(t, ctx, cancel, toolrun.Tool(t, "rdma"), port, pid, sdone)
 	var crs []toolrun.Result
 	for _, c := range clients {
-		c.args = append(c.args, p...)
+		c.args = append(slices.Clone(c.args), p...)
 		_, cdone := toolrun.Start(t, ctx, runContext, "rcopy", tool, c.c, c.args, c)
 		crs = append(crs, <-cdone)
 	}
@@ -93,10 +117,7 @@ func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (toolrun.Result, []toolr
 		scancel() // C's server serves for ever
 	}
 	sr := <-sdone
-	if ctx.Err() != nil {
-		t.Fatalf("the run did not end within its time\nserver %v: %v\nclients: %v", server, sr, crs)
-	}
-	return sr, crs
+	return sr, crs, dog
 }
 
 func slicesAny(cs []rcEnd) bool {

@@ -23,6 +23,7 @@ import (
 	"github.com/purerdma/rdma/internal/testutils"
 	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/rsocket"
+	"github.com/purerdma/rdma/testenv"
 )
 
 // rpPorts gives each run of the rstream and riostream tests its own
@@ -406,15 +407,40 @@ type rsWaitFunc func(t *testing.T, ctx context.Context, cancel func(), port, pid
 // rsPair runs a server and then, once it listens, a client, each with
 // "-p port", under one timeout, and returns both results. The server is
 // ended if the client fails; a run that outlives the timeout is killed
-// and fails the test.
+// and fails the test. On siw, a run that siw's accept race stranded
+// (toolrun.Watchdog) is ended and run again on the next port, up to
+// toolrun.StrandAttempts times.
 func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration, wait rsWaitFunc) (sr, cr toolrun.Result) {
+	t.Helper()
+	strands := testenv.CurrentFabric().IWARP
+	for attempt := 1; ; attempt++ {
+		sr, cr, dog := rsPairOnce(t, server, client, port, timeout, wait, strands)
+		if st := dog.Stranded(); st != nil {
+			if attempt < toolrun.StrandAttempts {
+				t.Logf("attempt %d of %v and %v: %s; running it again", attempt, server, client, toolrun.StrandedWhy(st))
+				port = rpNextPort()
+				continue
+			}
+			t.Fatalf("%d attempts of %v and %v, each stranded; the last: %s\n%s", attempt, server, client, toolrun.StrandedWhy(st), dog.Report())
+		}
+		if dog.TimedOut() {
+			t.Fatalf("the run did not end within %v\nserver %v: %v\n\nclient %v: %v\n%s", timeout, server, sr, client, cr, dog.Report())
+		}
+		return sr, cr
+	}
+}
+
+// rsPairOnce is one attempt of rsPair.
+func rsPairOnce(t *testing.T, server, client rsEnd, port int, timeout time.Duration, wait rsWaitFunc, strands bool) (sr, cr toolrun.Result, dog *toolrun.Watchdog) {
 	t.Helper()
 	rstream := ""
 	if server.c || client.c {
 		rstream = toolrun.Tool(t, server.name())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	dog = toolrun.Watch(timeout, port, strands, cancel)
+	defer dog.Stop()
 	p := []string{"-p", strconv.Itoa(port)}
 	server.args = append(append([]string{}, server.args...), p...)
 	client.args = append(append([]string{}, client.args...), p...)
@@ -426,10 +452,7 @@ func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration,
 		cancel() // the server may wait for a client that is gone
 	}
 	sr = <-sdone
-	if ctx.Err() == context.DeadlineExceeded {
-		t.Fatalf("the run did not end within %v\nserver %v: %v\n\nclient %v: %v", timeout, server, sr, client, cr)
-	}
-	return sr, cr
+	return sr, cr, dog
 }
 
 // rsWaitTCP is an rsWaitFunc for TCP servers: it polls the kernel's

@@ -1,0 +1,88 @@
+package toolrun
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseProcNetTCP(t *testing.T) {
+	const tcp = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0101A8C6:1C8A 0201A8C6:98EC 01 00000000:00000028 00:00000000 00000000     0        0 0 1 0000000000000000 20 4 30 10 -1
+   1: 00000000:07E8 00000000:0000 0A 00000010:00000000 00:00000000 00000000     0        0 588 1 000000003271ea68 100 0 0 10 0
+`
+	const tcp6 = `  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:C350 01 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 20 4 0 10 -1
+   1: 000080FE00000000FF00000002000000:0016 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0
+`
+	got, err := ParseProcNetTCP([]byte(tcp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got6, err := ParseProcNetTCP([]byte(tcp6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []TCPSocket{
+		{netip.MustParseAddrPort("198.168.1.1:7306"), netip.MustParseAddrPort("198.168.1.2:39148"), 1, 0, 40},
+		{netip.MustParseAddrPort("0.0.0.0:2024"), netip.MustParseAddrPort("0.0.0.0:0"), 10, 16, 0},
+		{netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("127.0.0.1:50000"), 1, 0, 0},
+		{netip.MustParseAddrPort("[fe80::ff:0:2]:22"), netip.MustParseAddrPort("[::]:0"), 10, 0, 0},
+	}
+	if diff := cmp.Diff(want, append(got, got6...), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"h\n 0: 0101A8C6 0201A8C6:98EC 01 00000000:00000028", "h\n 0: 0101A8C6:1C8A 0201A8C6:98EC 01 0000000000000028", "h\n 0: 0101:1C8A 0201A8C6:98EC 01 00000000:00000028", "h\n 0: x"} {
+		if _, err := ParseProcNetTCP([]byte(bad)); err == nil {
+			t.Errorf("ParseProcNetTCP(%q) = nil error", bad)
+		}
+	}
+}
+
+// TestWatchdogStranded: a socket on the port that holds bytes its owner
+// does not read ends the watch before its deadline, as stranded, and
+// only when the watchdog looks for that.
+func TestWatchdogStranded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := c.Write(make([]byte, 40)); err != nil { // s never reads
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	dog := Watch(time.Hour, port, true, cancel)
+	<-ctx.Done()
+	dog.Stop()
+	st := dog.Stranded()
+	if len(st) != 1 || int(st[0].Local.Port()) != port || st[0].RxQueue != 40 || dog.TimedOut() {
+		t.Fatalf("stranded %v, timed out %v; want the accepted socket with 40 bytes\n%s", st, dog.TimedOut(), dog.Report())
+	}
+	t.Log(StrandedWhy(st))
+
+	// Without strands, only the deadline ends it.
+	ctx, cancel = context.WithCancel(context.Background())
+	dog = Watch((strandLooks+1)*strandPoll, port, false, cancel)
+	<-ctx.Done()
+	dog.Stop()
+	if dog.Stranded() != nil || !dog.TimedOut() {
+		t.Fatalf("stranded %v, timed out %v; want only the deadline", dog.Stranded(), dog.TimedOut())
+	}
+}
