@@ -255,12 +255,15 @@ func parseHexAddrPort(s string) (netip.AddrPort, error) {
 
 // Watchdog ends a run that outlives its time, after it has recorded the
 // TCP sockets of the run's port while both ends still hold them. With
-// Strands it also ends, at once, a run over siw whose accepting side's
-// socket holds bytes siw does not read: soft-iWARP's accept race
+// Strands it also ends, at once, a run over siw one of whose sockets
+// holds bytes siw does not read: soft-iWARP's accept race
 // (docs/providers.md, "siw has two races at connection set-up") leaves
 // a message that arrives while siw_accept is handing the socket to the
 // QP unread until more data comes, and when the connecting side waits
-// for an answer, none comes.
+// for an answer, none comes. (The race strands bytes at the accepting
+// side; the watchdog takes any socket of the port, because a client
+// may bind the server's port number too, and bytes siw leaves unread
+// at either end stall a run the same way.)
 type Watchdog struct {
 	stop     chan struct{}
 	done     chan struct{}
@@ -280,9 +283,9 @@ const (
 	strandLooks = 4
 )
 
-// Watch calls cancel after timeout, or (strands) once the accepting
-// side's socket of port (local port port) has held the same unread
-// bytes strandLooks looks in a row, first recording the sockets.
+// Watch calls cancel after timeout, or (strands) once an established
+// socket of port has held the same unread bytes strandLooks looks in a
+// row, first recording the sockets.
 func Watch(timeout time.Duration, port int, strands bool, cancel func()) *Watchdog {
 	w := &Watchdog{stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run(timeout, port, strands, cancel)
@@ -320,7 +323,7 @@ func (w *Watchdog) run(timeout time.Duration, port int, strands bool, cancel fun
 			seen := map[key]bool{}
 			for _, s := range socks {
 				k := key{s.Local, s.Remote}
-				if s.State != 1 || int(s.Local.Port()) != port || s.RxQueue == 0 {
+				if s.State != 1 || s.RxQueue == 0 {
 					continue
 				}
 				seen[k] = true
@@ -361,7 +364,7 @@ func StrandedWhy(st []TCPSocket) string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "siw left %d bytes unread in the accepting side's socket %v <- %v for %d looks %v apart (its accept race, docs/providers.md)",
+		fmt.Fprintf(&b, "siw left %d bytes unread in socket %v (peer %v) for %d looks %v apart (its accept race, docs/providers.md)",
 			s.RxQueue, s.Local, s.Remote, strandLooks, strandPoll)
 	}
 	return b.String()
@@ -384,7 +387,7 @@ func (w *Watchdog) TimedOut() bool {
 	return w.timedOut
 }
 
-// Stranded returns the accepting side's sockets that held the same
+// Stranded returns the sockets that held the same
 // unread bytes for strandLooks looks, if that ended the run.
 func (w *Watchdog) Stranded() []TCPSocket {
 	w.mu.Lock()
