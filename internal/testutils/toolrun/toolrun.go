@@ -357,6 +357,30 @@ func (w *Watchdog) run(timeout time.Duration, port int, strands bool, cancel fun
 // shows what the test is for.
 const StrandAttempts = 3
 
+// RunAttempts runs a pair through attempt, which runs it once under a
+// Watchdog and returns the watchdog and the ends' results for a failure
+// message, until a run is not stranded: it runs it again after a
+// stranded run (logging why), up to StrandAttempts times, and fails the
+// test when every attempt was stranded or a run outlived its time
+// (limit). what names the pair.
+func RunAttempts(t testing.TB, what string, limit time.Duration, attempt func() (*Watchdog, string)) {
+	t.Helper()
+	for n := 1; ; n++ {
+		dog, results := attempt()
+		if st := dog.Stranded(); st != nil {
+			if n < StrandAttempts {
+				t.Logf("attempt %d of %s: %s; running it again", n, what, StrandedWhy(st))
+				continue
+			}
+			t.Fatalf("%d attempts of %s, each stranded; the last: %s\n%s\n%s", n, what, StrandedWhy(st), results, dog.Report())
+		}
+		if dog.TimedOut() {
+			t.Fatalf("the run of %s did not end within %v\n%s\n%s", what, limit, results, dog.Report())
+		}
+		return
+	}
+}
+
 // StrandedWhy describes stranded sockets for a test's log.
 func StrandedWhy(st []TCPSocket) string {
 	var b strings.Builder

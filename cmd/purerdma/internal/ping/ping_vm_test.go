@@ -76,20 +76,12 @@ func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-c
 // times.
 func rpPair(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		sr, cr, dog := rpPairOnce(t, server, client)
-		if st := dog.Stranded(); st != nil {
-			if attempt < toolrun.StrandAttempts {
-				t.Logf("attempt %d of %v and %v: %s; running it again", attempt, server, client, toolrun.StrandedWhy(st))
-				continue
-			}
-			t.Fatalf("%d attempts of %v and %v, each stranded; the last: %s\n%s", attempt, server, client, toolrun.StrandedWhy(st), dog.Report())
-		}
-		if dog.TimedOut() {
-			t.Fatalf("the run did not end within %v\nserver %v: %v\n\nclient %v: %v\n%s", rpRunTimeout, server, sr, client, cr, dog.Report())
-		}
-		return sr, cr
-	}
+	toolrun.RunAttempts(t, fmt.Sprintf("%v and %v", server, client), rpRunTimeout, func() (*toolrun.Watchdog, string) {
+		var dog *toolrun.Watchdog
+		sr, cr, dog = rpPairOnce(t, server, client)
+		return dog, fmt.Sprintf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
+	})
+	return sr, cr
 }
 
 // rpPairOnce is one attempt of rpPair, on a port of its own.

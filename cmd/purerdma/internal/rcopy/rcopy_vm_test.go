@@ -70,22 +70,14 @@ func rcFile(t *testing.T, dir string, n int) (string, []byte) {
 // server's result and the clients'. On siw, a run that siw's accept
 // race stranded (toolrun.Watchdog) is ended and run again on the next
 // port, up to toolrun.StrandAttempts times.
-func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (toolrun.Result, []toolrun.Result) {
+func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (sr toolrun.Result, crs []toolrun.Result) {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		sr, crs, dog := rcRunOnce(t, server, clients)
-		if st := dog.Stranded(); st != nil {
-			if attempt < toolrun.StrandAttempts {
-				t.Logf("attempt %d of %v: %s; running it again", attempt, server, toolrun.StrandedWhy(st))
-				continue
-			}
-			t.Fatalf("%d attempts of %v, each stranded; the last: %s\n%s", attempt, server, toolrun.StrandedWhy(st), dog.Report())
-		}
-		if dog.TimedOut() {
-			t.Fatalf("the run did not end within its time\nserver %v: %v\nclients: %v\n%s", server, sr, crs, dog.Report())
-		}
-		return sr, crs
-	}
+	toolrun.RunAttempts(t, server.String(), 2*time.Minute, func() (*toolrun.Watchdog, string) {
+		var dog *toolrun.Watchdog
+		sr, crs, dog = rcRunOnce(t, server, clients)
+		return dog, fmt.Sprintf("server %v: %v\nclients: %v", server, sr, crs)
+	})
+	return sr, crs
 }
 
 // rcRunOnce is one attempt of rcRun, on a port of its own.

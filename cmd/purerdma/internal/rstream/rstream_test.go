@@ -413,21 +413,13 @@ type rsWaitFunc func(t *testing.T, ctx context.Context, cancel func(), port, pid
 func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration, wait rsWaitFunc) (sr, cr toolrun.Result) {
 	t.Helper()
 	strands := testenv.CurrentFabric().IWARP
-	for attempt := 1; ; attempt++ {
-		sr, cr, dog := rsPairOnce(t, server, client, port, timeout, wait, strands)
-		if st := dog.Stranded(); st != nil {
-			if attempt < toolrun.StrandAttempts {
-				t.Logf("attempt %d of %v and %v: %s; running it again", attempt, server, client, toolrun.StrandedWhy(st))
-				port = rpNextPort()
-				continue
-			}
-			t.Fatalf("%d attempts of %v and %v, each stranded; the last: %s\n%s", attempt, server, client, toolrun.StrandedWhy(st), dog.Report())
-		}
-		if dog.TimedOut() {
-			t.Fatalf("the run did not end within %v\nserver %v: %v\n\nclient %v: %v\n%s", timeout, server, sr, client, cr, dog.Report())
-		}
-		return sr, cr
-	}
+	toolrun.RunAttempts(t, fmt.Sprintf("%v and %v", server, client), timeout, func() (*toolrun.Watchdog, string) {
+		var dog *toolrun.Watchdog
+		sr, cr, dog = rsPairOnce(t, server, client, port, timeout, wait, strands)
+		port = rpNextPort() // a stranded run is run again on the next
+		return dog, fmt.Sprintf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
+	})
+	return sr, cr
 }
 
 // rsPairOnce is one attempt of rsPair.
