@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -40,7 +39,7 @@ type CQConfig struct {
 // unless the CQ was created with a TD.
 type CQ struct {
 	resource
-	mu         sync.Mutex
+	mu         qlock
 	locks      bool
 	q          provider.CQQueue
 	pv         provider.CQ // what the provider knows of the CQ

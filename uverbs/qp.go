@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/purerdma/rdma/internal/abi"
@@ -76,7 +75,7 @@ type QP struct {
 	sigAll     bool
 	userHandle uint64
 	locks      bool
-	smu, rmu   sync.Mutex
+	smu, rmu   qlock
 	q          provider.QPQueues
 	door       qpDoor // PostSend's direct path into a provider (door.go)
 	// pv is what the provider knows of the QP. Its State is the QP's

@@ -2,7 +2,6 @@ package uverbs
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
@@ -37,7 +36,7 @@ type SRQ struct {
 	td         *TD
 	userHandle uint64
 	locks      bool
-	mu         sync.Mutex
+	mu         qlock
 	q          provider.SRQQueue
 	// pv is what the provider knows of the SRQ; it sets Num and MaxWR
 	// (the receives PostRecv takes at once: what its queue holds).
