@@ -39,7 +39,7 @@ type CQConfig struct {
 // unless the CQ was created with a TD.
 type CQ struct {
 	resource
-	mu         qlock
+	mu         provider.QLock
 	locks      bool
 	q          provider.CQQueue
 	pv         provider.CQ // what the provider knows of the CQ

@@ -75,7 +75,7 @@ type QP struct {
 	sigAll     bool
 	userHandle uint64
 	locks      bool
-	smu, rmu   qlock
+	smu, rmu   provider.QLock
 	q          provider.QPQueues
 	door       qpDoor // PostSend's direct path into a provider (door.go)
 	// pv is what the provider knows of the QP. Its State is the QP's

@@ -36,7 +36,7 @@ type SRQ struct {
 	td         *TD
 	userHandle uint64
 	locks      bool
-	mu         qlock
+	mu         provider.QLock
 	q          provider.SRQQueue
 	// pv is what the provider knows of the SRQ; it sets Num and MaxWR
 	// (the receives PostRecv takes at once: what its queue holds).

@@ -1,19 +1,19 @@
-package uverbs
+package provider
 
 import (
 	"sync"
 	"testing"
 )
 
-// TestQlock: goroutines that share one qlock, more of them than
+// TestQLock: goroutines that share one QLock, more of them than
 // threads, each add to a counter the lock guards and read it back; no
 // increment is lost, and nobody sees another's change in between (under
 // -race, the race detector checks the lock orders the accesses).
 //
 //purerdma:race
-func TestQlock(t *testing.T) {
+func TestQLock(t *testing.T) {
 	var (
-		l     qlock
+		l     QLock
 		count int
 		wg    sync.WaitGroup
 		bad   = make(chan string, 1)
