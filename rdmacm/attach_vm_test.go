@@ -13,7 +13,7 @@ import (
 // ownQP is a QP of type typ of the test's own on id's device, with a
 // context, a PD and a CQ of its own, all closed when the test ends; the
 // QP's cleanup fails the test if the QP was closed already (by the ID).
-func ownQP(t *testing.T, id *rdmacm.ID, typ uverbs.QPType) (*uverbs.QP, error) {
+func ownQP(t testing.TB, id *rdmacm.ID, typ uverbs.QPType) (*uverbs.QP, error) {
 	d, ok := id.Device()
 	if !ok {
 		return nil, errors.New("the ID has no device")
@@ -47,7 +47,7 @@ func ownQP(t *testing.T, id *rdmacm.ID, typ uverbs.QPType) (*uverbs.QP, error) {
 	return qp, nil
 }
 
-func mustOwnQP(t *testing.T, id *rdmacm.ID, typ uverbs.QPType) *uverbs.QP {
+func mustOwnQP(t testing.TB, id *rdmacm.ID, typ uverbs.QPType) *uverbs.QP {
 	t.Helper()
 	qp, err := ownQP(t, id, typ)
 	if err != nil {

@@ -661,13 +661,13 @@ func TestTimewaitExit(t *testing.T) {
 
 // connectedPair is a connected RC client and the server's ID for it,
 // each with its own channel; the test closes both.
-func connectedPair(t *testing.T, ctx context.Context) (c, s *rdmacm.ID) {
+func connectedPair(t testing.TB, ctx context.Context) (c, s *rdmacm.ID) {
 	t.Helper()
 	return connectedPairWith(t, ctx, qpConfig())
 }
 
 // connectedPairWith is connectedPair with QPs of cfg.
-func connectedPairWith(t *testing.T, ctx context.Context, cfg uverbs.QPConfig) (c, s *rdmacm.ID) {
+func connectedPairWith(t testing.TB, ctx context.Context, cfg uverbs.QPConfig) (c, s *rdmacm.ID) {
 	t.Helper()
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	accepted := make(chan *rdmacm.ID, 1)

@@ -13,7 +13,7 @@ import (
 
 // pollOne busy-polls cq for one completion (no wall clock: the test's
 // context bounds the run through the VM's timeout).
-func pollOne(t *testing.T, cq *uverbs.CQ) uverbs.WorkCompletion {
+func pollOne(t testing.TB, cq *uverbs.CQ) uverbs.WorkCompletion {
 	t.Helper()
 	var wc [1]uverbs.WorkCompletion
 	for {

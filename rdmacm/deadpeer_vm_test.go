@@ -51,7 +51,7 @@ type survivor struct {
 
 // survivorClient connects with the setting to a peer process that
 // serves with it.
-func survivorClient(t *testing.T, ctx context.Context, set deadPeerSetting) survivor {
+func survivorClient(t testing.TB, ctx context.Context, set deadPeerSetting) survivor {
 	t.Helper()
 	peer := startPeer(t, "serve", set.env()...)
 	addr, err := netip.ParseAddrPort(peer.expect(t, "listening "))
@@ -76,7 +76,7 @@ func survivorClient(t *testing.T, ctx context.Context, set deadPeerSetting) surv
 
 // survivorServer accepts with the setting a connection from a peer
 // process that connects with it.
-func survivorServer(t *testing.T, ctx context.Context, set deadPeerSetting) survivor {
+func survivorServer(t testing.TB, ctx context.Context, set deadPeerSetting) survivor {
 	t.Helper()
 	l, addr := listen(t, rdmacm.PortSpaceTCP)
 	peer := startPeer(t, "connect", append(set.env(), helperAddrEnv+"="+addr.String())...)
@@ -112,7 +112,7 @@ func (set deadPeerSetting) env() []string {
 // ErrDisconnected when the dying peer's DISCONNECTED arrives), until one
 // completes with an error. It returns that completion and the time from
 // the kill, or the error of a wait that ended without one.
-func (s survivor) writeUntilError(t *testing.T, ctx context.Context, before int) (uverbs.WorkCompletion, time.Duration, error) {
+func (s survivor) writeUntilError(t testing.TB, ctx context.Context, before int) (uverbs.WorkCompletion, time.Duration, error) {
 	t.Helper()
 	const size, depth = 4096, 8
 	mr, _ := regMsgs(t, s.id, size)

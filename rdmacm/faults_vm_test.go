@@ -14,7 +14,7 @@ import (
 )
 
 // countFDs is the number of open file descriptors of the process.
-func countFDs(t *testing.T) int {
+func countFDs(t testing.TB) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

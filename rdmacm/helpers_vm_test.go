@@ -30,20 +30,20 @@ var (
 
 // needDevices fails inside the VM and skips on a plain host unless both
 // devices of the fabric are there.
-func needDevices(t *testing.T) {
+func needDevices(t testing.TB) {
 	t.Helper()
 	testenv.NeedFabric(t)
 }
 
 // testContext is a context for one test, 30 s at most.
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // newID creates an ID that the test closes.
-func newID(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace) *rdmacm.ID {
+func newID(t testing.TB, ch *rdmacm.EventChannel, ps rdmacm.PortSpace) *rdmacm.ID {
 	t.Helper()
 	id, err := rdmacm.CreateID(ch, ps)
 	if err != nil {
@@ -54,7 +54,7 @@ func newID(t *testing.T, ch *rdmacm.EventChannel, ps rdmacm.PortSpace) *rdmacm.I
 }
 
 // newChannel creates an event channel that the test closes.
-func newChannel(t *testing.T) *rdmacm.EventChannel {
+func newChannel(t testing.TB) *rdmacm.EventChannel {
 	t.Helper()
 	ch, err := rdmacm.NewEventChannel()
 	if err != nil {
@@ -66,13 +66,13 @@ func newChannel(t *testing.T) *rdmacm.EventChannel {
 
 // listen makes a listener with its own channel on the server address and
 // returns it with the address it listens on.
-func listen(t *testing.T, ps rdmacm.PortSpace) (*rdmacm.ID, netip.AddrPort) {
+func listen(t testing.TB, ps rdmacm.PortSpace) (*rdmacm.ID, netip.AddrPort) {
 	t.Helper()
 	return listenOn(t, ps, serverIP)
 }
 
 // listenOn is listen on the address ip, with a port the kernel picks.
-func listenOn(t *testing.T, ps rdmacm.PortSpace, ip netip.Addr) (*rdmacm.ID, netip.AddrPort) {
+func listenOn(t testing.TB, ps rdmacm.PortSpace, ip netip.Addr) (*rdmacm.ID, netip.AddrPort) {
 	t.Helper()
 	l := newID(t, nil, ps)
 	if err := l.Bind(netip.AddrPortFrom(ip, 0)); err != nil {
@@ -93,7 +93,7 @@ func listenOn(t *testing.T, ps rdmacm.PortSpace, ip netip.Addr) (*rdmacm.ID, net
 
 // dialer is a client ID with its own channel whose route to addr is
 // resolved from the client address.
-func dialer(t *testing.T, ctx context.Context, ps rdmacm.PortSpace, addr netip.AddrPort) *rdmacm.ID {
+func dialer(t testing.TB, ctx context.Context, ps rdmacm.PortSpace, addr netip.AddrPort) *rdmacm.ID {
 	t.Helper()
 	c := newID(t, nil, ps)
 	if err := c.Resolve(ctx, clientAP, addr); err != nil {
@@ -103,13 +103,13 @@ func dialer(t *testing.T, ctx context.Context, ps rdmacm.PortSpace, addr netip.A
 }
 
 // connected is an RC client connected to addr with a qpConfig QP.
-func connected(t *testing.T, ctx context.Context, addr netip.AddrPort) *rdmacm.ID {
+func connected(t testing.TB, ctx context.Context, addr netip.AddrPort) *rdmacm.ID {
 	t.Helper()
 	return connectedWith(t, ctx, addr, qpConfig())
 }
 
 // connectedWith is connected with a QP of cfg.
-func connectedWith(t *testing.T, ctx context.Context, addr netip.AddrPort, cfg uverbs.QPConfig) *rdmacm.ID {
+func connectedWith(t testing.TB, ctx context.Context, addr netip.AddrPort, cfg uverbs.QPConfig) *rdmacm.ID {
 	t.Helper()
 	c := dialer(t, ctx, rdmacm.PortSpaceTCP, addr)
 	if _, err := c.CreateQP(nil, cfg); err != nil {
@@ -124,7 +124,7 @@ func connectedWith(t *testing.T, ctx context.Context, addr netip.AddrPort, cfg u
 // sendThenReceive sends msg from offset off of mr's buffer over c's QP,
 // waits for the send's completion and returns the completion of the
 // receive the caller posted for the peer's reply.
-func sendThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, mr *uverbs.MR, off int, msg string) uverbs.WorkCompletion {
+func sendThenReceive(t testing.TB, ctx context.Context, c *rdmacm.ID, mr *uverbs.MR, off int, msg string) uverbs.WorkCompletion {
 	t.Helper()
 	n := copy(mr.Bytes()[off:], msg)
 	return postThenReceive(t, ctx, c, func() error { return c.PostSend(11, mr, off, n, uverbs.SendSignaled) })
@@ -133,7 +133,7 @@ func sendThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, mr *uverbs
 // postThenReceive posts one signaled send with post, waits for its
 // completion and returns the completion of the receive the caller posted
 // for the peer's reply.
-func postThenReceive(t *testing.T, ctx context.Context, c *rdmacm.ID, post func() error) uverbs.WorkCompletion {
+func postThenReceive(t testing.TB, ctx context.Context, c *rdmacm.ID, post func() error) uverbs.WorkCompletion {
 	t.Helper()
 	if err := post(); err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func (g acceptGate) open() {
 // wait returns once the gate is open, on iWARP, and fails the test if
 // ctx ends first; on other fabrics, and on a nil gate, it returns at
 // once: a message sent right after ESTABLISHED is safe there.
-func (g acceptGate) wait(t *testing.T, ctx context.Context) {
+func (g acceptGate) wait(t testing.TB, ctx context.Context) {
 	t.Helper()
 	if g == nil || !testenv.CurrentFabric().IWARP {
 		return
@@ -238,7 +238,7 @@ func qpConfig() uverbs.QPConfig {
 
 // regMsgs registers a buffer for the ID's QP; the MR is closed before
 // the ID (cleanups run last-in first-out).
-func regMsgs(t *testing.T, id *rdmacm.ID, size int) (*uverbs.MR, []byte) {
+func regMsgs(t testing.TB, id *rdmacm.ID, size int) (*uverbs.MR, []byte) {
 	t.Helper()
 	buf := make([]byte, size)
 	mr, err := id.RegMsgs(buf)
@@ -252,7 +252,7 @@ func regMsgs(t *testing.T, id *rdmacm.ID, size int) (*uverbs.MR, []byte) {
 // goRun runs fn on another goroutine and returns a function that waits
 // for it and reports its error; calls after the first return at once.
 // The test must call it before it ends.
-func goRun(t *testing.T, fn func() error) (wait func()) {
+func goRun(t testing.TB, fn func() error) (wait func()) {
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
 	var once sync.Once
@@ -288,7 +288,7 @@ func pattern(n int, seed byte) []byte {
 // device. The device is deleted at cleanup unless the test sets
 // *removed after deleting it itself; nl is the netlink connection to do
 // that with (closed at cleanup).
-func linkOn(t *testing.T, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, removed *bool) {
+func linkOn(t testing.TB, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, removed *bool) {
 	t.Helper()
 	testenv.AddNetdev(t, netdev, ip.String()+"/24")
 	nl, err := rdmanl.Dial()
@@ -316,7 +316,7 @@ func linkOn(t *testing.T, netdev, name string, ip netip.Addr) (nl *rdmanl.Conn, 
 // NULL pointer in free_gid_work: a GID entry of a device already gone,
 // released late; iWARP connections end asynchronously in the kernel).
 // The tests run on rxe with both kernels and on siw with 6.12.
-func notSiwDeviceRemoval61(t *testing.T) {
+func notSiwDeviceRemoval61(t testing.TB) {
 	t.Helper()
 	if testenv.CurrentFabric().IWARP && strings.HasPrefix(os.Getenv("PURERDMA_VM"), "6.1.") {
 		t.Skip("not run on siw with Linux 6.1, whose ib_core crashed (free_gid_work) after siw devices were deleted under rdma_cm IDs (docs/testing.md)")

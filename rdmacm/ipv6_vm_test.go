@@ -42,7 +42,7 @@ func TestBindIPv6(t *testing.T) {
 // linkLocal returns the interface's IPv6 link-local address, with the
 // interface as zone, once duplicate address detection has finished (a
 // tentative address cannot be bound).
-func linkLocal(t *testing.T, ifname string) netip.Addr {
+func linkLocal(t testing.TB, ifname string) netip.Addr {
 	t.Helper()
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -60,7 +60,7 @@ func linkLocal(t *testing.T, ifname string) netip.Addr {
 
 // settledLinkLocal reads /proc/net/if_inet6: address, index, prefix
 // length, scope, flags (0x40: tentative), name.
-func settledLinkLocal(t *testing.T, ifi *net.Interface) (netip.Addr, bool) {
+func settledLinkLocal(t testing.TB, ifi *net.Interface) (netip.Addr, bool) {
 	b, err := os.ReadFile("/proc/net/if_inet6")
 	if err != nil {
 		t.Fatal(err)

@@ -154,7 +154,7 @@ type peerProc struct {
 // startPeer starts the peer process in mode ("connect" or "serve") with
 // the extra environment env; the test's cleanup kills it if the test
 // did not.
-func startPeer(t *testing.T, mode string, env ...string) *peerProc {
+func startPeer(t testing.TB, mode string, env ...string) *peerProc {
 	t.Helper()
 	p := &peerProc{cmd: exec.Command(os.Args[0], "-test.run=^$")}
 	p.cmd.Env = append(append(os.Environ(), helperEnv+"="+mode), env...)
@@ -178,7 +178,7 @@ func startPeer(t *testing.T, mode string, env ...string) *peerProc {
 
 // expect reads the peer's next line of output and fails the test unless
 // it starts with prefix; it returns the rest of the line.
-func (p *peerProc) expect(t *testing.T, prefix string) string {
+func (p *peerProc) expect(t testing.TB, prefix string) string {
 	t.Helper()
 	line, err := p.out.ReadString('\n')
 	if !strings.HasPrefix(line, prefix) {
@@ -189,7 +189,7 @@ func (p *peerProc) expect(t *testing.T, prefix string) string {
 }
 
 // kill sends the peer SIGKILL and waits for it to end.
-func (p *peerProc) kill(t *testing.T) {
+func (p *peerProc) kill(t testing.TB) {
 	t.Helper()
 	if p.done {
 		return

@@ -21,7 +21,7 @@ import (
 // a DREQ sent right after the RTU can reach the server's CM first, which
 // then reports DISCONNECTED in place of ESTABLISHED (seen once in the
 // VM).
-func acceptOne(t *testing.T, l *rdmacm.ID, srq bool, got *string, gate acceptGate) (wait, received func()) {
+func acceptOne(t testing.TB, l *rdmacm.ID, srq bool, got *string, gate acceptGate) (wait, received func()) {
 	ctx := testContext(t)
 	rcvd := make(chan struct{})
 	return goRun(t, func() error {

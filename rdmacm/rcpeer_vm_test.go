@@ -97,7 +97,7 @@ type goRCPeer struct {
 // newGoRCPeer gives id a QP and a region (closed before the ID), fills
 // the region's read source with pattern(srcSeed) and posts the
 // receives.
-func newGoRCPeer(t *testing.T, id *rdmacm.ID, srcSeed byte) *goRCPeer {
+func newGoRCPeer(t testing.TB, id *rdmacm.ID, srcSeed byte) *goRCPeer {
 	t.Helper()
 	if _, err := id.CreateQP(nil, uverbs.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func (g *goRCPeer) param() *rdmacm.ConnParam {
 	return &rdmacm.ConnParam{PrivateData: pd, ResponderResources: 1, InitiatorDepth: 1, RNRRetryCount: 7}
 }
 
-func (g *goRCPeer) unpack(t *testing.T, pd []byte) {
+func (g *goRCPeer) unpack(t testing.TB, pd []byte) {
 	t.Helper()
 	if len(pd) < rcPData {
 		t.Fatalf("the C side's private data: %d bytes, want at least %d", len(pd), rcPData)
@@ -144,7 +144,7 @@ func (g *goRCPeer) unpack(t *testing.T, pd []byte) {
 	}
 }
 
-func (g *goRCPeer) sendComp(t *testing.T, ctx context.Context, what string) {
+func (g *goRCPeer) sendComp(t testing.TB, ctx context.Context, what string) {
 	t.Helper()
 	wc, err := g.id.GetSendComp(ctx)
 	if err != nil {
@@ -155,7 +155,7 @@ func (g *goRCPeer) sendComp(t *testing.T, ctx context.Context, what string) {
 	}
 }
 
-func (g *goRCPeer) send(t *testing.T, ctx context.Context, msg string) {
+func (g *goRCPeer) send(t testing.TB, ctx context.Context, msg string) {
 	t.Helper()
 	n := copy(g.mem[rcMsgSend:], msg)
 	if err := g.id.PostSend(100, g.mr, rcMsgSend, n, uverbs.SendSignaled); err != nil {
@@ -164,7 +164,7 @@ func (g *goRCPeer) send(t *testing.T, ctx context.Context, msg string) {
 	g.sendComp(t, ctx, "send "+msg)
 }
 
-func (g *goRCPeer) expect(t *testing.T, ctx context.Context, msg string) {
+func (g *goRCPeer) expect(t testing.TB, ctx context.Context, msg string) {
 	t.Helper()
 	wc, err := g.id.GetRecvComp(ctx)
 	if err != nil {
@@ -180,7 +180,7 @@ func (g *goRCPeer) expect(t *testing.T, ctx context.Context, msg string) {
 }
 
 // check compares a block of the region with pattern(seed).
-func (g *goRCPeer) check(t *testing.T, off int, seed byte, what string) {
+func (g *goRCPeer) check(t testing.TB, off int, seed byte, what string) {
 	t.Helper()
 	want := pattern(rcBlock, seed)
 	if got := g.mem[off : off+rcBlock]; !bytes.Equal(got, want) {
@@ -193,7 +193,7 @@ func (g *goRCPeer) check(t *testing.T, off int, seed byte, what string) {
 }
 
 // act is one side's turn: write, say so, read back the peer's source.
-func (g *goRCPeer) act(t *testing.T, ctx context.Context, writeSeed, peerSrcSeed byte, notice string) {
+func (g *goRCPeer) act(t testing.TB, ctx context.Context, writeSeed, peerSrcSeed byte, notice string) {
 	t.Helper()
 	copy(g.mem[rcWriteSrc:], pattern(rcBlock, writeSeed))
 	dst := rdmacm.Remote{Addr: g.remote.Addr + rcWriteDst, RKey: g.remote.RKey}
@@ -212,7 +212,7 @@ func (g *goRCPeer) act(t *testing.T, ctx context.Context, writeSeed, peerSrcSeed
 }
 
 // client is the connecting side's part, after ESTABLISHED.
-func (g *goRCPeer) client(t *testing.T, ctx context.Context) {
+func (g *goRCPeer) client(t testing.TB, ctx context.Context) {
 	t.Helper()
 	g.send(t, ctx, "ping")
 	g.expect(t, ctx, "pong")
@@ -226,7 +226,7 @@ func (g *goRCPeer) client(t *testing.T, ctx context.Context) {
 }
 
 // server is the accepting side's part, after ESTABLISHED.
-func (g *goRCPeer) server(t *testing.T, ctx context.Context) {
+func (g *goRCPeer) server(t testing.TB, ctx context.Context) {
 	t.Helper()
 	g.expect(t, ctx, "ping")
 	g.send(t, ctx, "pong")
@@ -242,7 +242,7 @@ func (g *goRCPeer) server(t *testing.T, ctx context.Context) {
 // buildRCPeer compiles testdata/rcpeer.c against Debian's librdmacm and
 // libibverbs, once per test binary (examplerun.CBinary: missing gcc or
 // headers fail the test in the VM and skip it elsewhere).
-func buildRCPeer(t *testing.T) string {
+func buildRCPeer(t testing.TB) string {
 	return examplerun.CBinary(t, "testdata/rcpeer.c", []string{"-O2", "-Wall", "-Werror"}, "-lrdmacm", "-libverbs")
 }
 
@@ -261,7 +261,7 @@ type rcPeerProc struct {
 
 // startRCPeer runs rcpeer with args for at most a minute; the test's end
 // waits for it (killing it if it still runs).
-func startRCPeer(t *testing.T, bin string, args ...string) *rcPeerProc {
+func startRCPeer(t testing.TB, bin string, args ...string) *rcPeerProc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	p := &rcPeerProc{cmd: exec.CommandContext(ctx, bin, args...), cancel: cancel,
@@ -321,7 +321,7 @@ func (p *rcPeerProc) output() string {
 }
 
 // listening waits for the C server's port.
-func (p *rcPeerProc) listening(t *testing.T, ctx context.Context) uint16 {
+func (p *rcPeerProc) listening(t testing.TB, ctx context.Context) uint16 {
 	t.Helper()
 	select {
 	case port := <-p.port:
@@ -336,7 +336,7 @@ func (p *rcPeerProc) listening(t *testing.T, ctx context.Context) uint16 {
 
 // accepted waits until the C server's rdma_accept has returned (its
 // ACCEPTED line): siw can leave a message that arrives earlier unread.
-func (p *rcPeerProc) accepted(t *testing.T, ctx context.Context) {
+func (p *rcPeerProc) accepted(t testing.TB, ctx context.Context) {
 	t.Helper()
 	select {
 	case <-p.acc:
@@ -349,7 +349,7 @@ func (p *rcPeerProc) accepted(t *testing.T, ctx context.Context) {
 
 // goAhead tells the C client to send its first message, once this
 // side's accept has returned.
-func (p *rcPeerProc) goAhead(t *testing.T) {
+func (p *rcPeerProc) goAhead(t testing.TB) {
 	t.Helper()
 	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
 		t.Fatalf("tell the C client to go: %v\n%s", err, p.output())
@@ -357,7 +357,7 @@ func (p *rcPeerProc) goAhead(t *testing.T) {
 }
 
 // wait waits for the C side's exit and checks it succeeded.
-func (p *rcPeerProc) wait(t *testing.T) {
+func (p *rcPeerProc) wait(t testing.TB) {
 	t.Helper()
 	<-p.done
 	out := p.output()

@@ -125,7 +125,7 @@ type mcastMember struct {
 	ud  *rdmacm.UDParam
 }
 
-func joinGroup(t *testing.T, ctx context.Context, addr netip.Addr, group netip.Addr, sendOnly bool) *mcastMember {
+func joinGroup(t testing.TB, ctx context.Context, addr netip.Addr, group netip.Addr, sendOnly bool) *mcastMember {
 	t.Helper()
 	id := newID(t, nil, rdmacm.PortSpaceUDP)
 	if err := id.Bind(netip.AddrPortFrom(addr, 0)); err != nil {

@@ -27,7 +27,7 @@ func TestExamples(t *testing.T) {
 
 // waitListening polls the kernel's table of rdma_cm IDs (rdmactl, as
 // `rdma res show cm_id` shows it) for an ID listening on addr.
-func waitListening(t *testing.T, addr string, d time.Duration) {
+func waitListening(t testing.TB, addr string, d time.Duration) {
 	t.Helper()
 	want := netip.MustParseAddrPort(addr)
 	c, err := rdmactl.Open()

@@ -98,7 +98,7 @@ type peerProc struct {
 	done   bool
 }
 
-func startPeer(t *testing.T, mode string, env ...string) *peerProc {
+func startPeer(t testing.TB, mode string, env ...string) *peerProc {
 	t.Helper()
 	p := &peerProc{cmd: exec.Command(os.Args[0], "-test.run=^$")}
 	p.cmd.Env = append(append(os.Environ(), helperEnv+"="+mode), env...)
@@ -117,7 +117,7 @@ func startPeer(t *testing.T, mode string, env ...string) *peerProc {
 
 // expect reads the peer's next line and fails unless it starts with
 // prefix; it returns the rest.
-func (p *peerProc) expect(t *testing.T, prefix string) string {
+func (p *peerProc) expect(t testing.TB, prefix string) string {
 	t.Helper()
 	line, err := p.out.ReadString('\n')
 	if !strings.HasPrefix(line, prefix) {

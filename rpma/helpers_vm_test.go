@@ -15,7 +15,7 @@ import (
 // clients reach it through device 1.
 var serverAddr = testenv.Server().String()
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
@@ -23,7 +23,7 @@ func testContext(t *testing.T) context.Context {
 
 // newPeer opens the device of addr on side and makes a peer on it; both
 // close with the test.
-func newPeer(t *testing.T, ctx context.Context, side rpma.Side) *rpma.Peer {
+func newPeer(t testing.TB, ctx context.Context, side rpma.Side) *rpma.Peer {
 	t.Helper()
 	testenv.NeedFabric(t)
 	dc, err := rpma.DeviceContext(ctx, serverAddr, side)
@@ -47,7 +47,7 @@ func newPeer(t *testing.T, ctx context.Context, side rpma.Side) *rpma.Peer {
 	return p
 }
 
-func regMR(t *testing.T, p *rpma.Peer, n int, u rpma.Usage) *rpma.MR {
+func regMR(t testing.TB, p *rpma.Peer, n int, u rpma.Usage) *rpma.MR {
 	t.Helper()
 	mr, err := p.RegMR(make([]byte, n), u)
 	if err != nil {
@@ -72,7 +72,7 @@ type pair struct {
 // connect listens on the server peer, connects the client with
 // clientData as private data, and accepts with serverData; both sides
 // see ESTABLISHED. The connections close with the test, disconnected.
-func connect(t *testing.T, ctx context.Context, sp, cp *rpma.Peer, scfg, ccfg *rpma.ConnCfg, clientData, serverData []byte) *pair {
+func connect(t testing.TB, ctx context.Context, sp, cp *rpma.Peer, scfg, ccfg *rpma.ConnCfg, clientData, serverData []byte) *pair {
 	t.Helper()
 	ep, err := sp.Listen(ctx, serverAddr, "0")
 	if err != nil {
@@ -146,7 +146,7 @@ func itoa(n int) string {
 }
 
 // waitWC waits on cq for one completion and returns it.
-func waitWC(t *testing.T, ctx context.Context, cq *rpma.CQ) uverbs.WorkCompletion {
+func waitWC(t testing.TB, ctx context.Context, cq *rpma.CQ) uverbs.WorkCompletion {
 	t.Helper()
 	wc := make([]uverbs.WorkCompletion, 1)
 	for {

@@ -38,7 +38,7 @@ func interopNative() bool {
 // buildRPMAPeer compiles testdata/rpmapeer.c against Debian's librpma.
 // Missing gcc or headers fail the test in the VM, which promises them
 // (scripts/install-deps), and skip it elsewhere.
-func buildRPMAPeer(t *testing.T) string {
+func buildRPMAPeer(t testing.TB) string {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
@@ -60,7 +60,7 @@ func buildRPMAPeer(t *testing.T) string {
 	return bin
 }
 
-func interopUnavailable(t *testing.T, why string) {
+func interopUnavailable(t testing.TB, why string) {
 	t.Helper()
 	if testenv.RequireDevice() {
 		t.Fatalf("PURERDMA_REQUIRE_DEVICE=1: %s (scripts/install-deps installs it)", why)
@@ -115,7 +115,7 @@ func (o *cOutput) String() string {
 // with an error, failed is called (to end the Go side's waits at once).
 // The process is killed, if it still runs, when the test ends, and its
 // output is logged if the test failed.
-func startCPeer(t *testing.T, bin, role, port, scenario string, failed context.CancelCauseFunc) *cPeer {
+func startCPeer(t testing.TB, bin, role, port, scenario string, failed context.CancelCauseFunc) *cPeer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), cPeerTimeout)
 	p := &cPeer{name: fmt.Sprintf("C %s (%s)", role, scenario), exited: make(chan struct{}),
@@ -152,7 +152,7 @@ func startCPeer(t *testing.T, bin, role, port, scenario string, failed context.C
 }
 
 // waitListening waits for a C server's LISTENING line.
-func (p *cPeer) waitListening(t *testing.T) {
+func (p *cPeer) waitListening(t testing.TB) {
 	t.Helper()
 	p.shown = true // by the failures below; reset when it listens
 	select {
@@ -165,15 +165,21 @@ func (p *cPeer) waitListening(t *testing.T) {
 	}
 }
 
-// A client that only reads or writes must not disconnect before the
-// server saw its connection established: the server's IB CM drops an
-// RTU that arrives after the DREQ, and the server's first event is then
-// a close (rdma_cm reports DISCONNECTED in the CONNECT state). The C
-// server prints ESTABLISHED, which waitEstablished waits for; a C
-// client waits for a line on stdin, which serverUp writes.
+// A client that only reads or writes starts only once the server saw
+// its connection established, for two reasons. It must not disconnect
+// before that: the server's IB CM drops an RTU that arrives after the
+// DREQ, and the server's first event is then a close (rdma_cm reports
+// DISCONNECTED in the CONNECT state). And on siw its first frame must
+// not reach the server before the server's QP has taken the socket,
+// which siw does just before it reports the connection established: a
+// frame that comes earlier stays unread until more data comes, and a
+// client that waits for its read or flush sends none (siw's accept
+// race, docs/testing.md). The C server prints ESTABLISHED, which
+// waitEstablished waits for; a C client waits for a line on stdin,
+// which serverUp writes.
 
 // waitEstablished waits for a C server's ESTABLISHED line.
-func (p *cPeer) waitEstablished(t *testing.T) {
+func (p *cPeer) waitEstablished(t testing.TB) {
 	t.Helper()
 	select {
 	case <-p.up:
@@ -188,7 +194,7 @@ func (p *cPeer) waitEstablished(t *testing.T) {
 
 // serverUp tells a C client that the Go server's connection is
 // established.
-func (p *cPeer) serverUp(t *testing.T) {
+func (p *cPeer) serverUp(t testing.TB) {
 	t.Helper()
 	if _, err := io.WriteString(p.stdin, "established\n"); err != nil {
 		t.Fatalf("telling %s the server is up: %v", p.name, err)
@@ -198,7 +204,7 @@ func (p *cPeer) serverUp(t *testing.T) {
 // finish waits for the peer to exit and returns its OK line, which must
 // start with want; a failure, a missing line or a peer that does not end
 // fails the test with its output.
-func (p *cPeer) finish(t *testing.T, want string) string {
+func (p *cPeer) finish(t testing.TB, want string) string {
 	t.Helper()
 	p.shown = true // by the failures below
 	select {
@@ -234,7 +240,7 @@ const (
 	commonDataDescSize = 24
 )
 
-func (d commonData) bytes(t *testing.T) []byte {
+func (d commonData) bytes(t testing.TB) []byte {
 	t.Helper()
 	if len(d.mrDesc)+len(d.pcfgDesc) > commonDataDescSize {
 		t.Fatalf("descriptors of %d+%d bytes do not fit in %d", len(d.mrDesc), len(d.pcfgDesc), commonDataDescSize)
@@ -249,7 +255,7 @@ func (d commonData) bytes(t *testing.T) []byte {
 
 // parseCommonData decodes the other side's private data (which the
 // transport may have padded with zeros).
-func parseCommonData(t *testing.T, b []byte) commonData {
+func parseCommonData(t testing.TB, b []byte) commonData {
 	t.Helper()
 	if len(b) < commonDataSize {
 		t.Fatalf("private data of %d bytes, want at least %d: %x", len(b), commonDataSize, b)
@@ -271,7 +277,7 @@ func fillPat(b []byte, seed byte) {
 }
 
 // checkPat: b[i] is patByte(seed, first+i).
-func checkPat(t *testing.T, what string, b []byte, seed byte, first int) {
+func checkPat(t testing.TB, what string, b []byte, seed byte, first int) {
 	t.Helper()
 	for i := range b {
 		if want := patByte(seed, first+i); b[i] != want {
@@ -280,7 +286,7 @@ func checkPat(t *testing.T, what string, b []byte, seed byte, first int) {
 	}
 }
 
-func checkZero(t *testing.T, what string, b []byte) {
+func checkZero(t testing.TB, what string, b []byte) {
 	t.Helper()
 	if i := bytes.IndexFunc(b, func(r rune) bool { return r != 0 }); i >= 0 {
 		t.Fatalf("%s: byte %d is not 0: nothing should have written there", what, i)
@@ -289,7 +295,7 @@ func checkZero(t *testing.T, what string, b []byte) {
 
 // interopCfg is a connection configuration with a resolution timeout
 // generous enough for the emulated VM.
-func interopCfg(t *testing.T) *rpma.ConnCfg {
+func interopCfg(t testing.TB) *rpma.ConnCfg {
 	t.Helper()
 	cfg := rpma.NewConnCfg()
 	if err := cfg.SetTimeout(10 * time.Second); err != nil {
@@ -298,7 +304,7 @@ func interopCfg(t *testing.T) *rpma.ConnCfg {
 	return cfg
 }
 
-func expectEvent(t *testing.T, ctx context.Context, c *rpma.Conn, want rpma.ConnEvent) {
+func expectEvent(t testing.TB, ctx context.Context, c *rpma.Conn, want rpma.ConnEvent) {
 	t.Helper()
 	ev, err := c.NextEvent(ctx)
 	if err != nil {
@@ -311,14 +317,14 @@ func expectEvent(t *testing.T, ctx context.Context, c *rpma.Conn, want rpma.Conn
 
 // closeWithTest closes c when the test ends if the test has not (a
 // second Close only reports ErrClosed).
-func closeWithTest(t *testing.T, c *rpma.Conn) {
+func closeWithTest(t testing.TB, c *rpma.Conn) {
 	t.Cleanup(func() { c.Close() })
 }
 
 // goAccept takes the next request on ep, lets before post receives
 // (before may be nil), accepts it with pdata and waits until it is
 // established.
-func goAccept(t *testing.T, ctx context.Context, ep *rpma.Ep, cfg *rpma.ConnCfg, pdata []byte, before func(*rpma.ConnReq)) *rpma.Conn {
+func goAccept(t testing.TB, ctx context.Context, ep *rpma.Ep, cfg *rpma.ConnCfg, pdata []byte, before func(*rpma.ConnReq)) *rpma.Conn {
 	t.Helper()
 	req, err := ep.NextConnReq(ctx, cfg)
 	if err != nil {
@@ -338,7 +344,7 @@ func goAccept(t *testing.T, ctx context.Context, ep *rpma.Ep, cfg *rpma.ConnCfg,
 
 // goConnect connects to serverAddr:port, letting before post receives
 // first, and waits until the connection is established.
-func goConnect(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cfg *rpma.ConnCfg, pdata []byte, before func(*rpma.ConnReq)) *rpma.Conn {
+func goConnect(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cfg *rpma.ConnCfg, pdata []byte, before func(*rpma.ConnReq)) *rpma.Conn {
 	t.Helper()
 	req, err := cp.NewConnReq(ctx, serverAddr, port, cfg)
 	if err != nil {
@@ -357,7 +363,7 @@ func goConnect(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cf
 }
 
 // endActive disconnects, waits for the close and closes c.
-func endActive(t *testing.T, ctx context.Context, c *rpma.Conn) {
+func endActive(t testing.TB, ctx context.Context, c *rpma.Conn) {
 	t.Helper()
 	if err := c.Disconnect(); err != nil {
 		t.Fatalf("Disconnect: %v", err)
@@ -369,7 +375,7 @@ func endActive(t *testing.T, ctx context.Context, c *rpma.Conn) {
 }
 
 // endPassive waits for the other side's disconnect and closes c.
-func endPassive(t *testing.T, ctx context.Context, c *rpma.Conn) {
+func endPassive(t testing.TB, ctx context.Context, c *rpma.Conn) {
 	t.Helper()
 	expectEvent(t, ctx, c, rpma.ConnClosed)
 	if err := c.Close(); err != nil {
@@ -378,7 +384,7 @@ func endPassive(t *testing.T, ctx context.Context, c *rpma.Conn) {
 }
 
 // nextWC waits for cq's next completion, which must have succeeded.
-func nextWC(t *testing.T, ctx context.Context, cq *rpma.CQ, what string) uverbs.WorkCompletion {
+func nextWC(t testing.TB, ctx context.Context, cq *rpma.CQ, what string) uverbs.WorkCompletion {
 	t.Helper()
 	wc := waitWC(t, ctx, cq)
 	if err := rpma.CompletionErr(&wc); err != nil {
@@ -387,7 +393,7 @@ func nextWC(t *testing.T, ctx context.Context, cq *rpma.CQ, what string) uverbs.
 	return wc
 }
 
-func expectWC(t *testing.T, ctx context.Context, cq *rpma.CQ, wrid uint64, op uverbs.WCOpcode, what string) uverbs.WorkCompletion {
+func expectWC(t testing.TB, ctx context.Context, cq *rpma.CQ, wrid uint64, op uverbs.WCOpcode, what string) uverbs.WorkCompletion {
 	t.Helper()
 	wc := nextWC(t, ctx, cq, what)
 	if wc.WRID != wrid || wc.Opcode != op {
@@ -396,7 +402,7 @@ func expectWC(t *testing.T, ctx context.Context, cq *rpma.CQ, wrid uint64, op uv
 	return wc
 }
 
-func mustOK(t *testing.T, what string, err error) {
+func mustOK(t testing.TB, what string, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)

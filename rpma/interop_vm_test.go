@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/rpma"
 	"github.com/purerdma/rdma/testenv"
 	"github.com/purerdma/rdma/uverbs"
@@ -86,10 +88,10 @@ func nextInteropPort() string { return strconv.Itoa(int(7470 + interopPort.Add(1
 // connects to a listening C server on port.
 type interopScenario struct {
 	name   string
-	server func(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer)
-	client func(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer)
+	server func(t testing.TB, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer)
+	client func(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer)
 	// cClientLine, if set, checks the C client's OK line.
-	cClientLine func(t *testing.T, line string)
+	cClientLine func(t testing.TB, line string)
 }
 
 var interopScenarios = []interopScenario{
@@ -112,39 +114,71 @@ func TestInteropC(t *testing.T) {
 				testenv.NotIWARP(t, "the scenario sends with immediate data (C librpma fails the same way on siw)")
 			}
 			t.Run("C server, Go client", func(t *testing.T) {
-				ctx, failed := context.WithCancelCause(testContext(t))
-				defer failed(nil)
-				port := nextInteropPort()
-				c := startCPeer(t, bin, "server", port, sc.name, failed)
-				c.waitListening(t)
-				cp := newPeer(t, ctx, rpma.Remote)
-				sc.client(t, ctx, cp, port, c)
-				c.finish(t, "OK "+sc.name+" server")
+				interopAttempts(t, "C server, Go client", func(a *toolrun.Attempt, ctx context.Context, failed context.CancelCauseFunc) {
+					port := nextInteropPort()
+					c := startCPeer(a, bin, "server", port, sc.name, failed)
+					c.waitListening(a)
+					a.Watch(mustAtoi(a, port))
+					cp := newPeer(a, ctx, rpma.Remote)
+					sc.client(a, ctx, cp, port, c)
+					c.finish(a, "OK "+sc.name+" server")
+				})
 			})
 			t.Run("Go server, C client", func(t *testing.T) {
-				ctx, failed := context.WithCancelCause(testContext(t))
-				defer failed(nil)
-				sp := newPeer(t, ctx, rpma.Local)
-				ep, err := sp.Listen(ctx, serverAddr, "0")
-				if err != nil {
-					t.Fatalf("Listen: %v", err)
-				}
-				defer ep.Close()
-				c := startCPeer(t, bin, "client", strconv.Itoa(int(ep.Addr().Port())), sc.name, failed)
-				sc.server(t, ctx, sp, ep, c)
-				line := c.finish(t, "OK "+sc.name+" client")
-				if sc.cClientLine != nil {
-					sc.cClientLine(t, line)
-				}
+				interopAttempts(t, "Go server, C client", func(a *toolrun.Attempt, ctx context.Context, failed context.CancelCauseFunc) {
+					sp := newPeer(a, ctx, rpma.Local)
+					ep, err := sp.Listen(ctx, serverAddr, "0")
+					if err != nil {
+						a.Fatalf("Listen: %v", err)
+					}
+					a.Cleanup(func() { ep.Close() })
+					a.Watch(int(ep.Addr().Port()))
+					c := startCPeer(a, bin, "client", strconv.Itoa(int(ep.Addr().Port())), sc.name, failed)
+					sc.server(a, ctx, sp, ep, c)
+					line := c.finish(a, "OK "+sc.name+" client")
+					if sc.cClientLine != nil {
+						sc.cClientLine(a, line)
+					}
+				})
 			})
 		})
 	}
-	t.Run("FlushNative to a C server", func(t *testing.T) { nativeFlushToC(t, bin) })
+	t.Run("FlushNative to a C server", func(t *testing.T) {
+		interopAttempts(t, "FlushNative to a C server", func(a *toolrun.Attempt, ctx context.Context, failed context.CancelCauseFunc) {
+			nativeFlushToC(a, ctx, failed, bin)
+		})
+	})
+}
+
+// interopAttempts runs one side's pairing of a scenario through
+// toolrun.Attempts: siw's accept race (docs/testing.md) can strand the
+// connecting side's first message at the accepting side, C's or Go's,
+// and a stranded run is run again on a new port. body's context ends
+// when the C peer fails (failed), the watchdog ends the run, or after
+// 30 s.
+func interopAttempts(t *testing.T, what string, body func(a *toolrun.Attempt, ctx context.Context, failed context.CancelCauseFunc)) {
+	t.Helper()
+	toolrun.Attempts(t, what, cPeerTimeout, testenv.CurrentFabric().IWARP, func(a *toolrun.Attempt) {
+		ctx, cancel := context.WithTimeout(a.Context(), 30*time.Second)
+		a.Cleanup(cancel)
+		ctx, failed := context.WithCancelCause(ctx)
+		a.Cleanup(func() { failed(nil) })
+		body(a, ctx, failed)
+	})
+}
+
+func mustAtoi(t testing.TB, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // ---- read ----
 
-func readServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
+func readServer(t testing.TB, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mr := regMR(t, sp, interopRegion, rpma.UsageReadSrc)
 	fillPat(mr.Bytes(), readSeed)
 	pdata := commonData{readOff, mr.Descriptor(), rpma.NewPeerCfg().Descriptor()}.bytes(t)
@@ -154,9 +188,10 @@ func readServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, c
 	checkPat(t, "the region after the connection", mr.Bytes(), readSeed, 0)
 }
 
-func readClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
+func readClient(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	dst := regMR(t, cp, interopRegion, rpma.UsageReadDst)
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
+	cs.waitEstablished(t) // before the first operation (waitEstablished says why)
 	cd := parseCommonData(t, c.PrivateData())
 	rmr, err := rpma.RemoteMRFromDescriptor(cd.mrDesc)
 	mustOK(t, "RemoteMRFromDescriptor", err)
@@ -175,13 +210,12 @@ func readClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, c
 	checkPat(t, "read data", dst.Bytes()[readDst:readDst+readLen], readSeed, readOff)
 	checkZero(t, "before the read data", dst.Bytes()[:readDst])
 	checkZero(t, "after the read data", dst.Bytes()[readDst+readLen:])
-	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 }
 
 // ---- write and flush ----
 
-func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
+func writeServer(t testing.TB, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mr := regMR(t, sp, interopRegion, rpma.UsageWriteDst|rpma.UsageFlushVisibility|rpma.UsageFlushPersistent)
 	pcfg := rpma.NewPeerCfg()
 	pcfg.SetDirectWriteToPMem(true)
@@ -205,11 +239,12 @@ func writeServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, 
 // writeClient writes and flushes to a C server, which always gets the
 // emulated flush: its peer cfg descriptor is C's single byte, so
 // FlushAuto reads after the writes on either kernel.
-func writeClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
+func writeClient(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	src := regMR(t, cp, interopRegion, rpma.UsageWriteSrc)
 	fillPat(src.Bytes()[:writeLen], writeSeedA)
 	fillPat(src.Bytes()[writeLen:2*writeLen], writeSeedB)
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
+	cs.waitEstablished(t) // before the first operation (waitEstablished says why)
 	cd := parseCommonData(t, c.PrivateData())
 	rmr, err := rpma.RemoteMRFromDescriptor(cd.mrDesc)
 	mustOK(t, "RemoteMRFromDescriptor", err)
@@ -236,13 +271,12 @@ func writeClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, 
 	mustOK(t, "Write", c.Write(rmr, off+writeLen, src, writeLen, writeLen, rpma.CompletionOnError, 4))
 	mustOK(t, "Flush(persistent)", c.Flush(rmr, off+writeLen, writeLen, rpma.FlushPersistent, rpma.CompletionAlways, 5))
 	expectWC(t, ctx, c.CQ(), 5, uverbs.WCRDMARead, "flush to persistence")
-	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 }
 
 // ---- atomic write ----
 
-func atomicServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
+func atomicServer(t testing.TB, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mr := regMR(t, sp, interopRegion, rpma.UsageWriteDst|rpma.UsageFlushVisibility)
 	pcfg := rpma.NewPeerCfg()
 	pcfg.SetDirectWriteToPMem(true)
@@ -261,17 +295,18 @@ func atomicServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep,
 // checkCAtomicWrite: Debian's librpma 1.2.0 is built without native
 // ATOMIC_WRITE, so its atomic write is an inline RDMA write on both
 // kernels.
-func checkCAtomicWrite(t *testing.T, line string) {
+func checkCAtomicWrite(t testing.TB, line string) {
 	if !strings.HasSuffix(line, " opcode=RDMA_WRITE") {
 		t.Errorf("C librpma's atomic write completed as %q, want opcode=RDMA_WRITE", line)
 	}
 }
 
-func atomicClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
+func atomicClient(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	if cp.NativeAtomicWrite() != interopNative() {
 		t.Errorf("NativeAtomicWrite = %v on Linux %s", cp.NativeAtomicWrite(), os.Getenv("PURERDMA_VM"))
 	}
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
+	cs.waitEstablished(t) // before the first operation (waitEstablished says why)
 	cd := parseCommonData(t, c.PrivateData())
 	rmr, err := rpma.RemoteMRFromDescriptor(cd.mrDesc)
 	mustOK(t, "RemoteMRFromDescriptor", err)
@@ -288,7 +323,6 @@ func atomicClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string,
 	expectWC(t, ctx, c.CQ(), 1, uverbs.WCRDMAWrite, "atomic write")
 	mustOK(t, "Flush", c.Flush(rmr, atomicOff, 8, rpma.FlushVisibility, rpma.CompletionAlways, 2))
 	expectWC(t, ctx, c.CQ(), 2, uverbs.WCRDMARead, "flush to visibility")
-	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 }
 
@@ -298,7 +332,7 @@ type msgMem struct {
 	recv, send, target *rpma.MR
 }
 
-func newMsgMem(t *testing.T, p *rpma.Peer) msgMem {
+func newMsgMem(t testing.TB, p *rpma.Peer) msgMem {
 	return msgMem{
 		recv:   regMR(t, p, interopRegion, rpma.UsageRecv),
 		send:   regMR(t, p, interopRegion, rpma.UsageSend|rpma.UsageWriteSrc),
@@ -307,7 +341,7 @@ func newMsgMem(t *testing.T, p *rpma.Peer) msgMem {
 }
 
 // postRecvs posts nMsg receives of msgSlot bytes with WRIDs ctx, ctx+1, ...
-func postRecvs(t *testing.T, recv func(dst *rpma.MR, off, n int, wrid uint64) error, mr *rpma.MR, ctx uint64) {
+func postRecvs(t testing.TB, recv func(dst *rpma.MR, off, n int, wrid uint64) error, mr *rpma.MR, ctx uint64) {
 	t.Helper()
 	for k := range nMsg {
 		mustOK(t, "posting a receive", recv(mr, k*msgSlot, msgSlot, ctx+uint64(k)))
@@ -316,7 +350,7 @@ func postRecvs(t *testing.T, recv func(dst *rpma.MR, off, n int, wrid uint64) er
 
 // sendMsgs sends msgs (a write goes to rmr at off) and checks their
 // completions.
-func sendMsgs(t *testing.T, ctx context.Context, c *rpma.Conn, mr *rpma.MR, msgs [nMsg]peerMsg, rmr *rpma.RemoteMR, off int) {
+func sendMsgs(t testing.TB, ctx context.Context, c *rpma.Conn, mr *rpma.MR, msgs [nMsg]peerMsg, rmr *rpma.RemoteMR, off int) {
 	t.Helper()
 	for k, m := range msgs {
 		at := k * msgSendSlot
@@ -349,7 +383,7 @@ func sendMsgs(t *testing.T, ctx context.Context, c *rpma.Conn, mr *rpma.MR, msgs
 // against msgs in order of arrival: the data in its receive's slot
 // (WRID - wrid0), or in target at off for a write with immediate data.
 // qpn 0 is not checked.
-func recvMsgs(t *testing.T, ctx context.Context, cq *rpma.CQ, recv, target *rpma.MR, off int, msgs [nMsg]peerMsg, wrid0 uint64, qpn uint32) {
+func recvMsgs(t testing.TB, ctx context.Context, cq *rpma.CQ, recv, target *rpma.MR, off int, msgs [nMsg]peerMsg, wrid0 uint64, qpn uint32) {
 	t.Helper()
 	var seen [nMsg]bool
 	for i, m := range msgs {
@@ -381,13 +415,13 @@ func recvMsgs(t *testing.T, ctx context.Context, cq *rpma.CQ, recv, target *rpma
 	}
 }
 
-func msgCfg(t *testing.T) *rpma.ConnCfg {
+func msgCfg(t testing.TB) *rpma.ConnCfg {
 	cfg := interopCfg(t)
 	cfg.SetRCQSize(10)
 	return cfg
 }
 
-func msgServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
+func msgServer(t testing.TB, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	mm := newMsgMem(t, sp)
 	req, err := ep.NextConnReq(ctx, msgCfg(t))
 	if err != nil {
@@ -412,7 +446,7 @@ func msgServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc
 	endPassive(t, ctx, c)
 }
 
-func msgClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
+func msgClient(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	mm := newMsgMem(t, cp)
 	pdata := commonData{msgClientOff, mm.target.Descriptor(), nil}.bytes(t)
 	c := goConnect(t, ctx, cp, port, msgCfg(t), pdata, func(req *rpma.ConnReq) {
@@ -431,7 +465,7 @@ func msgClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs
 
 // ---- shared receive queue ----
 
-func srqServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
+func srqServer(t testing.TB, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc *cPeer) {
 	recv := regMR(t, sp, interopRegion, rpma.UsageRecv)
 	scfg := rpma.NewSRQCfg()
 	scfg.SetRQSize(10)
@@ -460,7 +494,7 @@ func srqServer(t *testing.T, ctx context.Context, sp *rpma.Peer, ep *rpma.Ep, cc
 	mustOK(t, "SRQ Close", srq.Close())
 }
 
-func srqClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
+func srqClient(t testing.TB, ctx context.Context, cp *rpma.Peer, port string, cs *cPeer) {
 	send := regMR(t, cp, interopRegion, rpma.UsageSend)
 	c := goConnect(t, ctx, cp, port, interopCfg(t), nil, nil)
 	sendMsgs(t, ctx, c, send, srqMsgs, nil, 0)
@@ -473,7 +507,7 @@ func srqClient(t *testing.T, ctx context.Context, cp *rpma.Peer, port string, cs
 // interopPmem maps size bytes of the VM's persistent memory
 // (PURERDMA_PMEM, device DAX), zeroed: the only memory rxe registers
 // with FLUSH to persistence.
-func interopPmem(t *testing.T, size int) []byte {
+func interopPmem(t testing.TB, size int) []byte {
 	t.Helper()
 	dev := os.Getenv("PURERDMA_PMEM")
 	if dev == "" {
@@ -563,18 +597,18 @@ func TestInteropGoNativeFlush(t *testing.T) {
 // C side's rxe refuses it: the completion is a remote access error, the
 // QP is in error (what is posted after it is flushed), and the write
 // before it is in place at the server.
-func nativeFlushToC(t *testing.T, bin string) {
-	ctx, failed := context.WithCancelCause(testContext(t))
-	defer failed(nil)
+func nativeFlushToC(t *toolrun.Attempt, ctx context.Context, failed context.CancelCauseFunc, bin string) {
 	port := nextInteropPort()
 	cs := startCPeer(t, bin, "server", port, "nativeflush", failed)
 	cs.waitListening(t)
+	t.Watch(mustAtoi(t, port))
 	cp := newPeer(t, ctx, rpma.Remote)
 	src := regMR(t, cp, interopRegion, rpma.UsageWriteSrc)
 	fillPat(src.Bytes()[:writeLen], writeSeedA)
 	cfg := interopCfg(t)
 	mustOK(t, "SetFlushMethod", cfg.SetFlushMethod(rpma.FlushNative))
 	c := goConnect(t, ctx, cp, port, cfg, nil, nil)
+	cs.waitEstablished(t) // before the first operation (waitEstablished says why)
 	cd := parseCommonData(t, c.PrivateData())
 	rmr, err := rpma.RemoteMRFromDescriptor(cd.mrDesc)
 	mustOK(t, "RemoteMRFromDescriptor", err)
@@ -605,7 +639,6 @@ func nativeFlushToC(t *testing.T, bin string) {
 			t.Fatalf("6.12: a write after the failed FLUSH completed as %+v, want a flush error of WRID 3", wc)
 		}
 	}
-	cs.waitEstablished(t)
 	endActive(t, ctx, c)
 	cs.finish(t, "OK nativeflush server event=Connection closed first=yes")
 }

@@ -60,7 +60,7 @@ type wrState struct {
 	SGE []uverbs.SGE
 }
 
-func wrOf(t *testing.T, c *Conn) wrState {
+func wrOf(t testing.TB, c *Conn) wrState {
 	t.Helper()
 	s := wrState{WR: c.swr}
 	if c.swr.SGL != nil {

@@ -17,7 +17,7 @@ import (
 
 // serverRegion is the server's region of every usage, its descriptor
 // sent to the client as private data, and the client's view of it.
-func remoteOf(t *testing.T, p *pair) *rpma.RemoteMR {
+func remoteOf(t testing.TB, p *pair) *rpma.RemoteMR {
 	t.Helper()
 	r, err := rpma.RemoteMRFromDescriptor(p.cpdata)
 	if err != nil {
@@ -28,7 +28,7 @@ func remoteOf(t *testing.T, p *pair) *rpma.RemoteMR {
 
 const allRemote = rpma.UsageReadSrc | rpma.UsageWriteDst | rpma.UsageFlushVisibility
 
-func pmemOrDRAM(t *testing.T, n int) []byte {
+func pmemOrDRAM(t testing.TB, n int) []byte {
 	dev := os.Getenv("PURERDMA_PMEM")
 	if dev == "" {
 		t.Fatal("PURERDMA_PMEM is not set: the VM has no persistent memory")

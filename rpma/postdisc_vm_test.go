@@ -116,7 +116,7 @@ func TestPostAfterPeerDisconnected(t *testing.T) {
 
 // waitReadable waits until fd is readable, polling in short steps so
 // that ctx bounds the wait.
-func waitReadable(t *testing.T, ctx context.Context, fd int) {
+func waitReadable(t testing.TB, ctx context.Context, fd int) {
 	t.Helper()
 	for ctx.Err() == nil {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}

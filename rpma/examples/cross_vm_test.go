@@ -53,7 +53,7 @@ func forPairs(t *testing.T, f func(t *testing.T, p pair)) {
 
 // command is the program and leading arguments that run side
 // ("server" or "client") of example in p's implementation.
-func (p pair) command(t *testing.T, example, side string) (string, []string) {
+func (p pair) command(t testing.TB, example, side string) (string, []string) {
 	t.Helper()
 	if c := map[string]bool{"server": p.cServer, "client": p.cClient}[side]; c {
 		return cExample(t), []string{example, side}
@@ -63,7 +63,7 @@ func (p pair) command(t *testing.T, example, side string) (string, []string) {
 
 // startSide starts side of example in p's implementation with args
 // (from <addr> on).
-func (p pair) start(t *testing.T, ctx context.Context, name, example, side string, args ...string) *proc {
+func (p pair) start(t testing.TB, ctx context.Context, name, example, side string, args ...string) *proc {
 	t.Helper()
 	path, lead := p.command(t, example, side)
 	return start(t, ctx, name, path, append(lead, args...)...)
@@ -78,7 +78,7 @@ var cBuild struct {
 // temporary directory that outlives the tests (the VM that runs them
 // is thrown away). Missing gcc or headers fail the test in the VM,
 // which promises them (scripts/install-deps), and skip it elsewhere.
-func cExample(t *testing.T) string {
+func cExample(t testing.TB) string {
 	t.Helper()
 	cBuild.Lock()
 	defer cBuild.Unlock()

@@ -29,7 +29,7 @@ var peerCBuild string
 
 // peerCompile compiles testdata/cexample.c on the peer (in /tmp/, its
 // own) while cExample compiles it on this VM, each on its VM's vCPU.
-func peerCompile(t *testing.T, p *testenv.Peer) {
+func peerCompile(t testing.TB, p *testenv.Peer) {
 	t.Helper()
 	bin := fmt.Sprintf("/tmp/cexample-peer-%d", os.Getpid())
 	start := time.Now()
@@ -44,7 +44,7 @@ func peerCompile(t *testing.T, p *testenv.Peer) {
 }
 
 // peerPMem is the peer's persistent memory (its PURERDMA_PMEM).
-func peerPMem(t *testing.T, p *testenv.Peer) string {
+func peerPMem(t testing.TB, p *testenv.Peer) string {
 	t.Helper()
 	r := p.Run(t, "printenv", "PURERDMA_PMEM")
 	path := strings.TrimSpace(r.Stdout)
@@ -83,7 +83,7 @@ type peerSide struct {
 }
 
 // expect checks that s printed each of lines.
-func (s peerSide) expect(t *testing.T, lines ...string) {
+func (s peerSide) expect(t testing.TB, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
 		if !strings.Contains(s.out, l) {
@@ -94,7 +94,7 @@ func (s peerSide) expect(t *testing.T, lines ...string) {
 
 // value is what follows prefix on the line of s's output that starts
 // with it, failing the test without one.
-func (s peerSide) value(t *testing.T, prefix string) string {
+func (s peerSide) value(t testing.TB, prefix string) string {
 	t.Helper()
 	for l := range strings.Lines(s.out) {
 		if rest, ok := strings.CutPrefix(l, prefix); ok {
@@ -107,7 +107,7 @@ func (s peerSide) value(t *testing.T, prefix string) string {
 
 // peerCommand is the program and leading arguments of one side of
 // ex on its VM.
-func peerCommand(t *testing.T, ex peerExample, side string, onPeer bool) (string, []string) {
+func peerCommand(t testing.TB, ex peerExample, side string, onPeer bool) (string, []string) {
 	t.Helper()
 	if c := map[string]bool{"server": ex.pair.cServer, "client": ex.pair.cClient}[side]; c {
 		if onPeer {
@@ -120,7 +120,7 @@ func peerCommand(t *testing.T, ex peerExample, side string, onPeer bool) (string
 
 // peerRun runs ex's server on its VM and, once it listens, the client
 // on the other, and checks both exit 0 with their lines.
-func peerRun(t *testing.T, p *testenv.Peer, ex peerExample) (server, client peerSide) {
+func peerRun(t testing.TB, p *testenv.Peer, ex peerExample) (server, client peerSide) {
 	t.Helper()
 	port := peerNextPort()
 	addr := p.LocalAddr.String()
@@ -187,7 +187,7 @@ func exitCode(err error) int {
 // peerWaitFor waits until the peer process printed s on stdout or
 // stderr (the rpma log goes to stderr), failing the test when it ends
 // first or nothing comes within 60 s (a hang guard).
-func peerWaitFor(t *testing.T, pp *testenv.PeerProcess, s string) {
+func peerWaitFor(t testing.TB, pp *testenv.PeerProcess, s string) {
 	t.Helper()
 	limit := time.After(time.Minute)
 	for {
@@ -296,7 +296,7 @@ func TestPeerExamples(t *testing.T) {
 
 // peerCheckHello checks a run of 04 or 05: the client sent a greeting
 // and printed its translation, and the server got what it sent.
-func peerCheckHello(t *testing.T, s, c peerSide) {
+func peerCheckHello(t testing.TB, s, c peerSide) {
 	t.Helper()
 	sent := c.value(t, "Next value: ")
 	if got, want := c.value(t, "Translation: "), other(t, sent); got != want {

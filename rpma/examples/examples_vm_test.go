@@ -13,6 +13,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/testutils"
 	"github.com/purerdma/rdma/internal/testutils/examplerun"
+	"github.com/purerdma/rdma/internal/testutils/toolrun"
 	"github.com/purerdma/rdma/testenv"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { testutils.Main(m) }
 // host by `make examples` (make vmtest does it first) into
 // $PURERDMA_EXAMPLES_BIN, named <example>-server and <example>-client.
 // Building them inside the emulated VM would take minutes each.
-func binary(t *testing.T, example, side string) string {
+func binary(t testing.TB, example, side string) string {
 	t.Helper()
 	dir := os.Getenv("PURERDMA_EXAMPLES_BIN")
 	if dir == "" {
@@ -55,7 +56,7 @@ type proc struct {
 	done     chan error
 }
 
-func start(t *testing.T, ctx context.Context, name, path string, args ...string) *proc {
+func start(t testing.TB, ctx context.Context, name, path string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, cmd: exec.CommandContext(ctx, path, args...), done: make(chan error, 1)}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
@@ -72,7 +73,7 @@ func start(t *testing.T, ctx context.Context, name, path string, args ...string)
 }
 
 // waitFor waits until the process's stderr or stdout contains s.
-func (p *proc) waitFor(t *testing.T, s string, d time.Duration) {
+func (p *proc) waitFor(t testing.TB, s string, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -90,7 +91,7 @@ func (p *proc) waitFor(t *testing.T, s string, d time.Duration) {
 }
 
 // wait waits for the process and checks its exit status.
-func (p *proc) wait(t *testing.T, wantStatus int) {
+func (p *proc) wait(t testing.TB, wantStatus int) {
 	t.Helper()
 	err := <-p.done
 	p.done <- err
@@ -105,7 +106,7 @@ func (p *proc) wait(t *testing.T, wantStatus int) {
 	}
 }
 
-func (p *proc) expect(t *testing.T, lines ...string) {
+func (p *proc) expect(t testing.TB, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
 		if !strings.Contains(p.out.String(), l) {
@@ -118,8 +119,8 @@ func (p *proc) expect(t *testing.T, lines ...string) {
 // threshold, once the server listens.
 const listening = "Waiting for incoming connection"
 
-// run runs an example's server, then its client, and checks both exit
-// 0 with the output lines given.
+// example is a run of an example: its arguments, the output lines
+// each side must print, and which implementation runs each side.
 type example struct {
 	name       string
 	serverArgs []string // after <addr> <port>
@@ -130,14 +131,29 @@ type example struct {
 	pair       pair // which implementation runs each side: Go-Go if zero
 }
 
-func runExample(t *testing.T, ex example) (server *proc, clients []*proc) {
+// runExample runs ex's server, then its clients one after another, and
+// checks each exits 0 with the output lines given. siw's accept race
+// (docs/testing.md) can strand a client's first
+// message at the server; a run it strands is run again on a new port
+// (toolrun.Attempts).
+func runExample(t testing.TB, ex example) (server *proc, clients []*proc) {
 	t.Helper()
 	testenv.NeedFabric(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	what := ex.name + " (" + ex.pair.String() + ")"
+	toolrun.Attempts(t, what, 2*time.Minute, testenv.CurrentFabric().IWARP, func(a *toolrun.Attempt) {
+		server, clients = runExampleOnce(a, ex)
+	})
+	return server, clients
+}
+
+func runExampleOnce(t *toolrun.Attempt, ex example) (server *proc, clients []*proc) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	port := fmt.Sprint(nextPort.Add(1))
+	n := int(nextPort.Add(1))
+	port := fmt.Sprint(n)
 	server = ex.pair.start(t, ctx, "server", ex.name, "server", append([]string{serverAddr, port}, ex.serverArgs...)...)
 	server.waitFor(t, listening, 30*time.Second)
+	t.Watch(n)
 	for i := range max(ex.clients, 1) {
 		c := ex.pair.start(t, ctx, fmt.Sprintf("client %d", i), ex.name, "client", append([]string{serverAddr, port}, ex.clientArgs...)...)
 		c.wait(t, 0)

@@ -15,7 +15,7 @@ import (
 
 // valueOf is what follows prefix on the line of out that starts with
 // it; a missing line fails the test.
-func valueOf(t *testing.T, p *proc, prefix string) string {
+func valueOf(t testing.TB, p *proc, prefix string) string {
 	t.Helper()
 	for _, l := range strings.Split(p.out.String(), "\n") {
 		if v, ok := strings.CutPrefix(l, prefix); ok {
@@ -43,7 +43,7 @@ func TestExample08MessagesPingPong(t *testing.T) {
 }
 
 // noLine fails the test if p printed line.
-func noLine(t *testing.T, p *proc, line string) {
+func noLine(t testing.TB, p *proc, line string) {
 	t.Helper()
 	if strings.Contains(p.out.String(), line) {
 		t.Errorf("%s printed %q:\n%s", p.name, line, p.out.String())
@@ -114,7 +114,7 @@ func run09(t *testing.T, name string) {
 // run09PMem is run number run (from 0) of a GPSPM example on PMem; the
 // runs before it, whichever pair ran them, wrote written and
 // translated it to next.
-func run09PMem(t *testing.T, name string, p pair, pmem string, run int, written, next *string) {
+func run09PMem(t testing.TB, name string, p pair, pmem string, run int, written, next *string) {
 	t.Helper()
 	s, c := runExample(t, example{name: name, pair: p,
 		serverArgs: []string{pmem},
@@ -185,7 +185,7 @@ func TestExample12ReceiveCompletionQueue(t *testing.T) {
 	forPairs(t, func(t *testing.T, p pair) { run12(t, "12-receive-completion-queue", p) })
 }
 
-func run12(t *testing.T, name string, p pair) {
+func run12(t testing.TB, name string, p pair) {
 	s, _ := runExample(t, example{name: name, pair: p,
 		clientArgs: []string{"7", "3"},
 		serverOut:  []string{"SERVER: Value received: 7\n", "SERVER: Value sent: 8\n", "SERVER: Value received: 8\n", "SERVER: Value sent: 9\n"},

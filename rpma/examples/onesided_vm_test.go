@@ -32,7 +32,7 @@ func TestExample02ReadToVolatile(t *testing.T) {
 // another, so no two examples use it at once. Earlier tests leave their data behind, so
 // the tests check what one run leaves for the next, not what the
 // memory held first.
-func pmemPath(t *testing.T) string {
+func pmemPath(t testing.TB) string {
 	t.Helper()
 	testenv.NeedFabric(t)
 	p := os.Getenv("PURERDMA_PMEM")
@@ -54,7 +54,7 @@ func value(p *proc, prefix string) (v string, ok bool) {
 }
 
 // mustValue is value that fails the test without the line.
-func mustValue(t *testing.T, p *proc, prefix string) string {
+func mustValue(t testing.TB, p *proc, prefix string) string {
 	t.Helper()
 	v, ok := value(p, prefix)
 	if !ok {
@@ -69,7 +69,7 @@ const (
 )
 
 // other is the translation of a greeting.
-func other(t *testing.T, hello string) string {
+func other(t testing.TB, hello string) string {
 	t.Helper()
 	switch hello {
 	case helloEN:
@@ -93,7 +93,7 @@ type helloRun struct {
 // runHello runs an example whose client sends its greeting, kept in
 // PMem or DRAM, and translates it afterwards, and whose server prints
 // the value it had and the one it got.
-func runHello(t *testing.T, name string, p pair, serverArgs, clientArgs []string, serverOut, clientOut []string) helloRun {
+func runHello(t testing.TB, name string, p pair, serverArgs, clientArgs []string, serverOut, clientOut []string) helloRun {
 	t.Helper()
 	s, cs := runExample(t, example{name: name, pair: p, serverArgs: serverArgs, clientArgs: clientArgs,
 		serverOut: serverOut, clientOut: append([]string{"translating...\n"}, clientOut...)})
@@ -144,7 +144,7 @@ func testHello(t *testing.T, name string, clientOffset string) {
 // checkHelloChain checks that a PMem run found what the run before it
 // (if any) persisted: its client sends the translation, its server had
 // the value the one before got.
-func checkHelloChain(t *testing.T, prev *helloRun, r helloRun) {
+func checkHelloChain(t testing.TB, prev *helloRun, r helloRun) {
 	t.Helper()
 	if prev == nil {
 		return
@@ -204,7 +204,7 @@ func TestExample05FlushToPersistent(t *testing.T) {
 
 // atomicWriteRun runs 07-atomic-write, appending words, and returns
 // where the client found the log's end and what the server printed.
-func atomicWriteRun(t *testing.T, p pair, serverArgs []string, words ...string) (used uint64, log string) {
+func atomicWriteRun(t testing.TB, p pair, serverArgs []string, words ...string) (used uint64, log string) {
 	t.Helper()
 	s, cs := runExample(t, example{name: "07-atomic-write", pair: p, serverArgs: serverArgs, clientArgs: words})
 	t.Logf("server %v:\n%sclient %v:\n%s", serverArgs, s.out.String(), words, cs[0].out.String())
@@ -272,7 +272,7 @@ var nameSeeds = []struct{ seed, name string }{{"8", "Chet"}, {"9", "Piotr"}, {"1
 // run-all-examples.sh one after another, then the same clients all at
 // once, and checks that it read every client's name and ended by
 // itself when nothing happened for 15 s.
-func testMultipleConnections(t *testing.T, name string, p pair) {
+func testMultipleConnections(t testing.TB, name string, p pair) {
 	testenv.NeedFabric(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -1,0 +1,121 @@
+package toolrun
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// strandedDog is a watchdog that has already ended its run as stranded.
+func strandedDog() *Watchdog {
+	w := &Watchdog{stop: make(chan struct{}), done: make(chan struct{}),
+		stranded: []TCPSocket{{Local: netip.MustParseAddrPort("198.18.0.1:7471"), Remote: netip.MustParseAddrPort("198.18.0.2:40000"), State: 1, RxQueue: 40}}}
+	close(w.done)
+	return w
+}
+
+// TestAttemptsRunsStrandedAgain: a stranded attempt's failure is logged,
+// not passed on, its cleanups run (last first) before the next attempt
+// starts, and its context ends with it; the next attempt counts.
+func TestAttemptsRunsStrandedAgain(t *testing.T) {
+	var order []string
+	var ctxs []context.Context
+	n := 0
+	Attempts(t, "the pair", time.Hour, true, func(a *Attempt) {
+		n++
+		ctxs = append(ctxs, a.Context())
+		a.Cleanup(func() { order = append(order, "first cleanup") })
+		stranded := n == 1
+		a.Cleanup(func() {
+			order = append(order, "second cleanup")
+			if stranded {
+				a.Fatal("a cleanup's Fatal ends only that cleanup")
+			}
+		})
+		if n == 1 {
+			a.dog = strandedDog()
+			a.Fatalf("stranded attempt fails")
+		}
+		if a.Failed() {
+			t.Errorf("attempt %d starts failed", n)
+		}
+	})
+	if n != 2 {
+		t.Errorf("%d attempts, want 2", n)
+	}
+	want := []string{"second cleanup", "first cleanup", "second cleanup", "first cleanup"}
+	if !slices.Equal(order, want) {
+		t.Errorf("cleanups ran %q, want %q", order, want)
+	}
+	for i, ctx := range ctxs {
+		if ctx.Err() == nil {
+			t.Errorf("attempt %d's context outlived it", i+1)
+		}
+	}
+}
+
+// TestAttemptsVerdict runs helper bodies in a child process and checks
+// what Attempts passed on to the test: a failure of the counting
+// attempt, a skip, every attempt stranded.
+func TestAttemptsVerdict(t *testing.T) {
+	if h := os.Getenv("TOOLRUN_ATTEMPT_HELPER"); h != "" {
+		attemptHelper(t, h)
+		return
+	}
+	for _, c := range []struct {
+		helper string
+		fail   bool
+		want   []string
+	}{
+		{"error", true, []string{"counted: 7", "--- FAIL"}},
+		{"fatal", true, []string{"fatal: the body ends here", "--- FAIL"}},
+		{"cleanup", true, []string{"cleanup failed", "--- FAIL"}},
+		{"skip", false, []string{"--- SKIP", "no device"}},
+		{"stranded", true, []string{"3 attempts of the pair, each stranded", "siw left 40 bytes unread", "--- FAIL"}},
+		{"pass", false, []string{"--- PASS", "logged"}},
+	} {
+		t.Run(c.helper, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestAttemptsVerdict$", "-test.v")
+			cmd.Env = append(os.Environ(), "TOOLRUN_ATTEMPT_HELPER="+c.helper)
+			out, err := cmd.CombinedOutput()
+			if (err != nil) != c.fail {
+				t.Errorf("child exited with %v, want failure %v\n%s", err, c.fail, out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("child's output lacks %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(string(out), "must not run") {
+				t.Errorf("a Fatal did not end the body:\n%s", out)
+			}
+		})
+	}
+}
+
+func attemptHelper(t *testing.T, h string) {
+	Attempts(t, "the pair", time.Hour, true, func(a *Attempt) {
+		switch h {
+		case "error":
+			a.Errorf("counted: %d", 7)
+		case "fatal":
+			a.Fatal("fatal: the body ends here")
+			a.Log("must not run")
+		case "cleanup":
+			a.Cleanup(func() { a.Error("cleanup failed") })
+		case "skip":
+			a.Skipf("no device")
+			a.Log("must not run")
+		case "stranded":
+			a.dog = strandedDog()
+			a.FailNow()
+		case "pass":
+			a.Log("logged")
+		}
+	})
+}
