@@ -74,7 +74,9 @@ func (a *Attempt) record(fatal bool, msg string) {
 // the Fatal and Skip methods end the body's goroutine, as the test's
 // own do.
 
-func (a *Attempt) Error(args ...any)                 { a.record(false, strings.TrimSuffix(fmt.Sprintln(args...), "\n")) }
+func (a *Attempt) Error(args ...any) {
+	a.record(false, strings.TrimSuffix(fmt.Sprintln(args...), "\n"))
+}
 func (a *Attempt) Errorf(format string, args ...any) { a.record(false, fmt.Sprintf(format, args...)) }
 func (a *Attempt) Fatal(args ...any)                 { a.record(true, strings.TrimSuffix(fmt.Sprintln(args...), "\n")) }
 func (a *Attempt) Fatalf(format string, args ...any) { a.record(true, fmt.Sprintf(format, args...)) }
