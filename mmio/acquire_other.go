@@ -2,6 +2,11 @@
 
 package mmio
 
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
 // AcquireBarrier orders the loads after it after an acquire load
 // (LoadUint32, LoadUint32BE, LoadUint64) of a word a DMA-coherent device
 // writes to ordinary (write-back) memory, such as a completion's valid
@@ -9,3 +14,11 @@ package mmio
 // amd64 it is ReadBarrier (arm64: DMB LD, as Linux's dma_rmb is a DMB
 // there).
 func AcquireBarrier() { ReadBarrier() }
+
+// AcquireWord is an acquire load of the device's flag word p, 4-byte
+// aligned, in ordinary memory, then AcquireBarrier: the loads after it
+// read what the device wrote before the word.
+func AcquireWord(p *[4]byte) {
+	atomic.LoadUint32((*uint32)(unsafe.Pointer(p)))
+	ReadBarrier()
+}

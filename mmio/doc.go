@@ -82,6 +82,7 @@
 //     AcquireBarrier is nothing (loads from write-back memory are in
 //     order and the atomic load holds the compiler; Linux's dma_rmb is
 //     a compiler barrier there); elsewhere it is ReadBarrier.
+//     AcquireWord(p) is the two in one, on a *[4]byte.
 //
 // Used the way rdma-core's mlx5 provider does: write the work queue
 // entry, StoreUint32BE the doorbell record, WriteBarrier, then Copy64

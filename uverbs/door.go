@@ -38,11 +38,18 @@ func (d *qpDoor) open(q provider.QPQueues) {
 type cqDoor struct {
 	rxe  *rxe.CQ
 	mlx5 *mlx5.ProvCQ
+	// mlx5Locked is the queue of an mlx5 CQ with a lock, which Poll
+	// calls directly with the lock taken in place. It is set before the
+	// CQ is returned and never cleared: Poll reads it unlocked, and the
+	// CQ's closed flag, read under the lock, keeps a destroyed CQ's
+	// queue from being polled.
+	mlx5Locked *mlx5.ProvCQ
 }
 
 // open sets the door for the CQ's new queue q.
 func (d *cqDoor) open(q provider.CQQueue, locks bool) {
 	if locks {
+		d.mlx5Locked, _ = q.(*mlx5.ProvCQ)
 		return
 	}
 	switch q := q.(type) {
@@ -81,6 +88,16 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	if cq.door.rxe == nil {
 		if m := cq.door.mlx5; m != nil { // mlx5 without a lock
 			return m.Poll(wcView(wc)), nil
+		}
+		if m := cq.door.mlx5Locked; m != nil { // mlx5 with one
+			cq.mu.Lock()
+			if cq.closed.Load() {
+				cq.mu.Unlock()
+				return 0, errClosedCQ
+			}
+			n := m.Poll(wcView(wc))
+			cq.mu.Unlock()
+			return n, nil
 		}
 		return cq.pollIface(wc)
 	}

@@ -348,6 +348,11 @@ func (qp *QP) State() QPState {
 // queue (the kernel has no way to take them back, and would run them at
 // the next doorbell), the QP is moved to ERR, so that they complete
 // with WCWRFlushErr instead of running, and the error says so.
+//
+// No stack check: the frame is small, and what it calls checks its own
+// (docs/performance.md).
+//
+//go:nosplit
 func (qp *QP) PostSend(wr *SendWR) error {
 	if qp == nil || wr == nil {
 		return errNilPost("PostSend", qp == nil)
@@ -377,23 +382,35 @@ func (qp *QP) PostSend(wr *SendWR) error {
 // inline address of no mapping is an error, provider.CopyInline).
 // PostRecv is split the same way (with a deferred unlock still); Poll
 // takes its lock in place (door.go).
+//
+//go:nosplit
 func (qp *QP) postSendLocked(wr *SendWR) error {
 	qp.smu.Lock()
+	if st := QPState(qp.pv.State.Load()); qp.closed.Load() || st < QPStateRTS {
+		err := qp.sendRefused(st)
+		qp.smu.Unlock()
+		return err
+	}
+	w := sendWRView(wr)
 	var err error
-	if qp.closed.Load() {
-		err = errClosedQPSend
-	} else if st := QPState(qp.pv.State.Load()); st < QPStateRTS {
-		err = errSendNotReady[st]
+	if r := qp.door.rxe; r != nil { // a direct call: no dispatch (door.go)
+		err = r.PostSend(w)
 	} else {
-		w := sendWRView(wr)
-		if r := qp.door.rxe; r != nil { // a direct call: no dispatch (door.go)
-			err = r.PostSend(w)
-		} else {
-			err = qp.q.PostSend(w)
-		}
+		err = qp.q.PostSend(w)
 	}
 	qp.smu.Unlock()
 	return err
+}
+
+// sendRefused is the error of a post to a closed QP or, in state st, one
+// not yet in RTS, out of postSendLocked's way.
+//
+//go:noinline
+func (qp *QP) sendRefused(st QPState) error {
+	if qp.closed.Load() {
+		return errClosedQPSend
+	}
+	return errSendNotReady[st]
 }
 
 // PostRecv posts a chain of receive work requests (ibv_post_recv). It

@@ -9,6 +9,7 @@ import (
 
 	"github.com/purerdma/rdma/internal/abi"
 	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/mmio"
 	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
@@ -267,20 +268,20 @@ var wcFlags = func() (t [16]provider.WCFlags) {
 //
 //go:nosplit
 func (q *ProvCQ) Poll(wc []provider.WC) int {
-	cq := q.q
-	b := cq.peek()
+	cq, b := q.q, q.q.peek() // one line: q.q's load carries peek's inline mark (no NOP)
 	if b == nil || len(wc) == 0 {
 		return 0
 	}
 	n := 0
 	ci := cq.ConsumerIndex()
 	for {
-		fromDevice(b)
-		// A requester's success in the plain format (opcode 0, no
-		// compression bits): read in place, without decoding a CQE.
-		if b[63]&0xfc == CQEReq<<4 {
+		// fromDevice(b), written out, then a requester's success in the
+		// plain format (opcode 0, no compression bits), read in place,
+		// without decoding a CQE. One line: the test's instructions
+		// carry AcquireWord's inline mark (no NOP).
+		if mmio.AcquireWord((*[4]byte)(b[CQESize-4:])); b[63]&0xfc == CQEReq<<4 {
 			if qp := q.p.qpByUIdx(be.Uint32(b[32:]) & 0xffffff); qp != nil && qp.qp != nil && qp.sq != nil {
-				cq.Next()
+				cq.ci++ // cq.Next(), written out as fromDevice above
 				op, flags, byteLen := reqCompletion(b)
 				w := &wc[n]
 				w.WRID, w.Status, w.Opcode, w.VendorErr, w.ByteLen = qp.sq.Complete(be.Uint16(b[60:])), WCSuccess, uint32(op), 0, byteLen
@@ -564,6 +565,10 @@ func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (p
 	return q, nil
 }
 
+// PostSend posts wr's chain. No stack check (as Poll): the frame is
+// small, and what it calls checks its own.
+//
+//go:nosplit
 func (q *provQP) PostSend(wr *provider.SendWR) error {
 	if q.sq == nil {
 		return fmt.Errorf("uverbs PostSend: the QP has no send queue (MaxSendWR 0): %w", sys.ErrInvalid)
