@@ -19,7 +19,8 @@ import (
 //
 // rxe's door: QP.PostSend calls rxe.QP.PostSend directly, and the Poll of
 // a CQ with a TD (no lock) runs rxe.CQ.Poll's loop written out here.
-// mlx5's: the Poll of a CQ with a TD calls mlx5.ProvCQ.Poll directly.
+// mlx5's: the Poll of a CQ calls mlx5.ProvCQ.Poll directly, with the
+// lock of a CQ without a TD taken in place.
 
 // qpDoor is a QP's direct path: rxe is the QP's queues when those are
 // rxe's, which PostSend calls without dispatch (one load and test).
@@ -33,8 +34,9 @@ func (d *qpDoor) open(q provider.QPQueues) {
 }
 
 // cqDoor is a CQ's direct path: rxe or mlx5 is the CQ's queue when that
-// is the provider's and the CQ has a TD (no lock), while the CQ is open;
-// Poll tests each with one load.
+// is the provider's and the CQ has a TD (no lock), while the CQ is open,
+// and mlx5Locked an mlx5 CQ's with a lock; Poll tests each with one
+// load.
 type cqDoor struct {
 	rxe  *rxe.CQ
 	mlx5 *mlx5.ProvCQ
@@ -60,8 +62,10 @@ func (d *cqDoor) open(q provider.CQQueue, locks bool) {
 	}
 }
 
-// close shuts the door when the CQ is destroyed. Only a TD CQ has one
-// open, so no locked Poll reads it meanwhile.
+// close shuts a TD CQ's door when the CQ is destroyed (no Poll runs
+// meanwhile: a TD's objects are one goroutine's). A locked CQ's door,
+// mlx5Locked, stays: its Poll reads the doors unlocked, and tests the
+// closed flag under the lock before it uses it.
 func (d *cqDoor) close() {
 	// No write for a locked CQ, whose Poll reads the doors unlocked.
 	if d.rxe != nil {
@@ -121,8 +125,8 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 	return n, nil
 }
 
-// pollIface is Poll for a nil or closed CQ, one with a lock, or another
-// provider's: through the provider interface, with the lock (a CQ
+// pollIface is Poll for a nil or closed CQ, an rxe CQ with a lock, or
+// another provider's: through the provider interface, with the lock (a CQ
 // without a TD) taken and released here, without a defer (the
 // providers' Poll does not panic: each reads its ring through masked
 // indices and writes only wc). A function of its own, so that Poll's
