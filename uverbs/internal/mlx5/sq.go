@@ -244,11 +244,7 @@ func (q *SQ) PutPlainRing(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *p
 // copy it to the BlueFlame buffer) and with nothing pending.
 func (q *SQ) RingNow() bool { return q.dev && !q.PreferBF && q.pending == 0 }
 
-// putPlain is PutPlain, and with ring PutPlainRing. No stack check (as
-// the builders below): the frame is small, and what it calls checks
-// its own.
-//
-//go:nosplit
+// putPlain is PutPlain, and with ring PutPlainRing.
 func (q *SQ) putPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, ring bool) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
@@ -323,8 +319,6 @@ func (q *SQ) PutAtomicRing(opcode, fmCeSe uint8, wr *provider.SendWR) error {
 }
 
 // putAtomic is PutAtomic, and with ring PutAtomicRing.
-//
-//go:nosplit
 func (q *SQ) putAtomic(opcode, fmCeSe uint8, wr *provider.SendWR, ring bool) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
@@ -389,8 +383,6 @@ func (q *SQ) PutInlineRing(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *
 }
 
 // putInline is PutInline, and with ring PutInlineRing.
-//
-//go:nosplit
 func (q *SQ) putInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, max uint32, ring bool) (done bool, err error) {
 	total, ok := inlineTotal(wr.SGL, max)
 	if !ok || total > q.maxInline {
