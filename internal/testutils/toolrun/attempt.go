@@ -32,9 +32,12 @@ type Attempt struct {
 	dog      *Watchdog
 }
 
-// errEnded is the cause of an attempt's context once the attempt is
-// over, or when its watchdog ended it.
-var errEnded = errors.New("the watchdog ended the attempt")
+// The causes of an attempt's context's end: its watchdog ended the run,
+// or the attempt is over.
+var (
+	errWatchdog = errors.New("the watchdog ended the attempt")
+	errOver     = errors.New("the attempt is over")
+)
 
 // Context is the attempt's context: the watchdog cancels it when the
 // run outlives its time or is stranded, and it ends with the attempt.
@@ -51,7 +54,7 @@ func (a *Attempt) Watch(port int) {
 	if a.dog != nil {
 		panic("toolrun: Attempt.Watch called twice")
 	}
-	a.dog = Watch(a.limit, port, a.strands, func() { a.cancel(errEnded) })
+	a.dog = Watch(a.limit, port, a.strands, func() { a.cancel(errWatchdog) })
 }
 
 func (a *Attempt) record(fatal bool, msg string) {
@@ -141,7 +144,7 @@ func (a *Attempt) run(body func(a *Attempt)) {
 		a.mu.Unlock()
 		inOwn(f)
 	}
-	a.cancel(errEnded)
+	a.cancel(errOver)
 	a.mu.Lock()
 	dog := a.dog
 	a.mu.Unlock()

@@ -420,7 +420,8 @@ func reqCompletion(b *[CQESize]byte) (wcOpcode, wcFlags uint8, byteLen uint32) {
 
 // peek returns the CQE at the consumer index (the last 64 bytes of its
 // slot) if software owns it (cq.c get_sw_cqe), nil if not. The caller
-// issues fromDevice (or readBarrier) before reading more than its op_own
+// orders its loads (an acquire load of its last word with
+// mmio.AcquireWord, or readBarrier) before reading more than its op_own
 // byte; Next consumes it.
 func (q *CQ) peek() *[CQESize]byte {
 	n := q.ci

@@ -275,13 +275,19 @@ func (q *ProvCQ) Poll(wc []provider.WC) int {
 	n := 0
 	ci := cq.ConsumerIndex()
 	for {
-		// fromDevice(b), written out, then a requester's success in the
-		// plain format (opcode 0, no compression bits), read in place,
-		// without decoding a CQE. One line: the test's instructions
-		// carry AcquireWord's inline mark (no NOP).
+		// The loads of the CQE ordered after its owner byte, which peek
+		// found software's: an acquire load of its last word (op_own
+		// again) and what mmio.AcquireBarrier does, nothing on amd64
+		// (x86 keeps loads from write-back memory in order and the
+		// acquire load holds the compiler, where libmlx5 issues LFENCE)
+		// and a read barrier elsewhere (docs/providers.md). Then a
+		// requester's success in the plain format (opcode 0, no
+		// compression bits), read in place, without decoding a CQE. One
+		// line: the test's instructions carry AcquireWord's inline mark
+		// (no NOP).
 		if mmio.AcquireWord((*[4]byte)(b[CQESize-4:])); b[63]&0xfc == CQEReq<<4 {
 			if qp := q.p.qpByUIdx(be.Uint32(b[32:]) & 0xffffff); qp != nil && qp.qp != nil && qp.sq != nil {
-				cq.ci++ // cq.Next(), written out as fromDevice above
+				cq.ci++ // cq.Next(), written out (its inline mark would be a NOP)
 				op, flags, byteLen := reqCompletion(b)
 				w := &wc[n]
 				w.WRID, w.Status, w.Opcode, w.VendorErr, w.ByteLen = qp.sq.Complete(be.Uint16(b[60:])), WCSuccess, uint32(op), 0, byteLen
