@@ -35,6 +35,9 @@ var wantInstructions = map[string]map[string][]byte{
 		"doorbell":      sfence,
 		"recordCopy64":  sfence,
 		"recordCopy128": sfence,
+		// inline_amd64.s (elsewhere they are Go around recordCopy64/128)
+		"RecordInlineCopy64":  sfence,
+		"RecordInlineCopy128": sfence,
 	},
 	"arm64": {
 		"WriteBarrier":  arm64Barrier(true, 14),  // DSB ST
@@ -50,7 +53,7 @@ var wantInstructions = map[string]map[string][]byte{
 
 // wantCount is how many times a function holds its barrier when that
 // is more than once: the fused sequences have two write barriers.
-var wantCount = map[string]int{"doorbell": 2, "recordCopy64": 2, "recordCopy128": 2}
+var wantCount = map[string]int{"doorbell": 2, "recordCopy64": 2, "recordCopy128": 2, "RecordInlineCopy64": 2, "RecordInlineCopy128": 2}
 
 // TestBarrierInstructions reads the assembly functions' machine code
 // and checks each holds the barrier doc.go names, so a barrier cannot be
@@ -72,6 +75,8 @@ func TestBarrierInstructions(t *testing.T) {
 		{"doorbell", doorbell},
 		{"recordCopy64", recordCopy64},
 		{"recordCopy128", recordCopy128},
+		{"RecordInlineCopy64", RecordInlineCopy64},
+		{"RecordInlineCopy128", RecordInlineCopy128},
 	} {
 		ins, ok := want[tt.name]
 		if !ok {
@@ -115,7 +120,7 @@ func asmCode(fn any) ([]byte, error) {
 	}
 	// The function ends where the next one begins.
 	n := 0
-	for g := runtime.FuncForPC(entry + uintptr(n)); g != nil && g.Entry() == entry && n < 256; g = runtime.FuncForPC(entry + uintptr(n)) {
+	for g := runtime.FuncForPC(entry + uintptr(n)); g != nil && g.Entry() == entry && n < 1024; g = runtime.FuncForPC(entry + uintptr(n)) {
 		n++
 	}
 	if n == 0 {

@@ -76,6 +76,14 @@
 //     pointers from At; RecordCopy64 and RecordCopy128 refuse a dst
 //     that is not 64-byte aligned before storing anything. StoreUint32BEAt is
 //     StoreUint32BE through such a pointer.
+//   - RecordInlineCopy64(rec, v, dst, blk, off, src, n) and
+//     RecordInlineCopy128: an ordinary copy of n bytes from src into blk
+//     at off (a work request's inline data, read exactly), then
+//     RecordCopy64 or RecordCopy128 of blk to dst: the same barriers in
+//     one call. The arguments are checked in the same call (amd64:
+//     assembly; elsewhere Go around recordCopy64/128); a dst not 64-byte
+//     aligned, or data that does not fit, stores nothing. src is read
+//     without a fault net: the caller knows it is mapped.
 //   - LoadUint32BE(b, off) and AcquireBarrier(): an acquire load of a
 //     device's flag word in ordinary memory, then what makes the loads
 //     after it see what the device wrote before the flag. amd64:

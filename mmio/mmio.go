@@ -48,8 +48,10 @@ func BytesAt(addr uint64, n int) []byte {
 	if n == 0 {
 		return nil
 	}
-	// Via the address's own bytes: the uintptr-to-pointer conversion is
-	// the point here, for memory Go does not manage or keeps alive.
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
+	return unsafe.Slice((*byte)(addrPointer(addr)), n)
 }
+
+// addrPointer is addr as a pointer. Via the address's own bytes: the
+// uintptr-to-pointer conversion is the point here, for memory Go does
+// not manage or keeps alive.
+func addrPointer(addr uint64) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&addr)) }

@@ -26,3 +26,10 @@ func BreakDoorbell(qp *QP) (restore func()) {
 	}
 	return restore
 }
+
+// InlineCovers says whether c's table of registered memory (the one
+// providers copy inline data from without a fault net) covers the n
+// bytes at addr under lkey.
+func InlineCovers(c *Context, lkey uint32, addr uint64, n uint32) bool {
+	return c.pc.Spans().Covers(lkey, addr, n)
+}

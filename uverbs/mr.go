@@ -26,6 +26,14 @@ import (
 // (AllocBuffer) is outside the heap altogether and shares no page with
 // Go objects, which matters for fork protection (ForkSafety).
 //
+// Memory mapped by other means (syscall.Mmap) must stay mapped and
+// readable while it is registered, as the device may read it: a send's
+// inline data from inside a registered MR (one without AccessOnDemand,
+// named by its LKey) is copied by some providers (mlx5) without the
+// fault net that turns an unreadable inline address into an error, so
+// unmapping registered memory and posting from it then crashes the
+// program.
+//
 // The accessors and Close are safe for concurrent use. Rereg changes the
 // keys: as in the verbs, it must not run while work requests that name
 // the region are posted or outstanding, or while other goroutines read
@@ -159,8 +167,19 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	mr.resource = resource{ctx: c, kind: "MR", handle: resp.MRHandle, closer: mr.destroy}
 	mr.st.Store(st)
 	c.track(&mr.resource)
+	mr.addSpan()
 	c.log.Debug("uverbs: MR registered", "handle", resp.MRHandle, "len", st.length, "access", kaccess, "lkey", mr.pv.LKey, "rkey", mr.pv.RKey)
 	return mr, nil
+}
+
+// addSpan puts the registered MR in the provider context's table of
+// memory inline copies may read without a fault net (provider.Spans):
+// its memory stays mapped while it is registered, as RegMR and Rereg
+// document, except with on-demand paging, which is left out.
+func (mr *MR) addSpan() {
+	if st := mr.st.Load(); st.access&AccessOnDemand == 0 {
+		mr.ctx.pc.Spans().Add(mr.pv.LKey, st.addr, st.length)
+	}
 }
 
 // regMRCommand runs REG_MR, with the provider's driver data when it has
@@ -287,6 +306,10 @@ func (e *featureError) Is(target error) bool { return target == ErrNotSupported 
 func (mr *MR) destroy() error {
 	mr.mu.Lock()
 	defer mr.mu.Unlock()
+	// Out of the inline copies' table first: once MR_DESTROY runs, the
+	// memory may go (a failed destroy leaves it out: posts from it keep
+	// the fault net).
+	mr.ctx.pc.Spans().Remove(mr.pv.LKey)
 	m := sys.NewMethod("uverbs MR.Close: MR_DESTROY", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY)
 	m.Handle(abi.UVERBS_ATTR_DESTROY_MR_HANDLE, mr.handle)
 	if err := m.Exec(mr.ctx.fd, mr.ctx.driverID); err != nil {
@@ -451,6 +474,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 			return err
 		}
 	}
+	c.pc.Spans().Remove(mr.pv.LKey) // back after the command, with the keys then in force
 	var resp abi.ReregMRResp
 	req := abi.ReregMR{
 		Response:    sys.PointerTo(abi.Bytes(&resp)),
@@ -465,6 +489,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 	err := c.fd.Command("uverbs MR.Rereg: REREG_MR", abi.IB_USER_VERBS_CMD_REREG_MR, abi.Bytes(&req), abi.Bytes(&resp))
 	runtime.KeepAlive(buf)
 	if err != nil {
+		mr.addSpan() // the region as it was (mr.st is still old)
 		if flags&ReregTranslation != 0 {
 			next.unhold()
 		}
@@ -487,6 +512,7 @@ func (mr *MR) Rereg(flags ReregFlags, pd *PD, buf []byte, access Access) error {
 	}
 	mr.pv.LKey, mr.pv.RKey = resp.LKey, resp.RKey
 	mr.st.Store(&next)
+	mr.addSpan()
 	if flags&ReregPD != 0 {
 		old.pd.release()
 	}

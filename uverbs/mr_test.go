@@ -338,3 +338,31 @@ func TestAsyncEventDecode(t *testing.T) {
 		}
 	}
 }
+
+// TestMRSpanAccess: an MR goes into the provider context's table of
+// memory inline copies read without a fault net (provider.Spans) unless
+// it pages on demand, whose memory may be unmapped while registered.
+func TestMRSpanAccess(t *testing.T) {
+	pd := fakePD(0)
+	pd.ctx.pc = provider.NewContext(nil, 0)
+	buf := make([]byte, 64)
+	for _, tc := range []struct {
+		access Access
+		want   bool
+	}{
+		{AccessLocalWrite, true},
+		{0, true},
+		{AccessLocalWrite | AccessRemoteRead, true},
+		{AccessOnDemand, false},
+		{AccessLocalWrite | AccessOnDemand, false},
+	} {
+		mr := &MR{pv: provider.MR{LKey: 0x4711, RKey: 2}}
+		mr.resource = resource{ctx: pd.ctx, kind: "MR", handle: 3}
+		mr.st.Store(&mrState{pd: pd, buf: buf, addr: uint64(sys.PointerTo(buf)), length: 64, access: tc.access})
+		mr.addSpan()
+		if got := pd.ctx.pc.Spans().Covers(0x4711, uint64(sys.PointerTo(buf)), 64); got != tc.want {
+			t.Errorf("access %v: in the table %v, want %v", tc.access, got, tc.want)
+		}
+		pd.ctx.pc.Spans().Remove(0x4711)
+	}
+}

@@ -63,6 +63,7 @@ func TestMRLifecycleHeap(t *testing.T) {
 	}
 	t.Logf("heap MR: lkey %#x rkey %#x", mr.LKey(), mr.RKey())
 	checkKeys(t, c, mr, true)
+	checkSpan(t, c, mr, true)
 	if mr.Addr() != addrOf(buf) || mr.Len() != len(buf) || mr.Access() != access || mr.PD() != pd {
 		t.Errorf("Addr %#x Len %d Access %v PD %p; want %#x %d %v %p", mr.Addr(), mr.Len(), mr.Access(), mr.PD(), addrOf(buf), len(buf), access, pd)
 	}
@@ -82,8 +83,13 @@ func TestMRLifecycleHeap(t *testing.T) {
 	if err := pd.Close(); !errors.Is(err, syscall.EBUSY) {
 		t.Fatalf("PD.Close with MRs open = %v, want EBUSY", err)
 	}
+	checkSpan(t, c, local, true)
+	addr, n := mr.Addr(), uint32(mr.Len())
 	if err := mr.Close(); err != nil {
 		t.Fatalf("MR.Close: %v", err)
+	}
+	if uverbs.InlineCovers(c, mr.LKey(), addr, n) {
+		t.Error("a closed MR's memory is still in the inline copies' table")
 	}
 	if err := mr.Close(); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("second MR.Close = %v, want ErrClosed", err)
@@ -102,6 +108,23 @@ func TestMRLifecycleHeap(t *testing.T) {
 	}
 	if _, err := pd.RegMR(mem, uverbs.AccessLocalWrite); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("RegMR on a closed PD = %v, want ErrClosed", err)
+	}
+}
+
+// checkSpan checks that mr's memory, exactly, is in c's table of the
+// memory providers copy inline data from without a fault net (under its
+// own key only), or, want false, that none of it is.
+func checkSpan(t *testing.T, c *uverbs.Context, mr *uverbs.MR, want bool) {
+	t.Helper()
+	addr, n := mr.Addr(), uint32(mr.Len())
+	if got := uverbs.InlineCovers(c, mr.LKey(), addr, n); got != want {
+		t.Errorf("MR %#x (%d bytes at %#x) in the inline table: %v, want %v", mr.LKey(), n, addr, got, want)
+	}
+	if uverbs.InlineCovers(c, mr.LKey(), addr, n+1) || uverbs.InlineCovers(c, mr.LKey(), addr-1, 1) {
+		t.Errorf("the inline table covers more than MR %#x's %d bytes at %#x", mr.LKey(), n, addr)
+	}
+	if uverbs.InlineCovers(c, mr.LKey()^0x100, addr, 1) {
+		t.Errorf("the inline table covers MR %#x's memory under another key", mr.LKey())
 	}
 }
 
@@ -370,6 +393,7 @@ func TestMRRereg(t *testing.T) {
 		if mr.Access() != before || mr.PD() != pd || mr.LKey() != oldL || mr.RKey() != oldR {
 			t.Errorf("a refused Rereg changed the region: %v %p %#x %#x", mr.Access(), mr.PD(), mr.LKey(), mr.RKey())
 		}
+		checkSpan(t, c, mr, true)
 		if err := pd2.Close(); err != nil {
 			t.Errorf("PD.Close of the PD a refused Rereg named: %v", err)
 		}
@@ -388,6 +412,7 @@ func TestMRRereg(t *testing.T) {
 	if mr.Access() != access || mr.LKey() == 0 || mr.RKey() == 0 {
 		t.Errorf("after Rereg: Access %v keys %#x/%#x; want %v and keys", mr.Access(), mr.LKey(), mr.RKey(), access)
 	}
+	checkSpan(t, c, mr, true)
 
 	// Move it to pd2: pd can close, pd2 cannot.
 	if err := mr.Rereg(uverbs.ReregPD, pd2, nil, 0); err != nil {
@@ -410,6 +435,10 @@ func TestMRRereg(t *testing.T) {
 	case err == nil:
 		if mr.Addr() != addrOf(buf2) || mr.Len() != len(buf2) {
 			t.Errorf("after translation: Addr %#x Len %d", mr.Addr(), mr.Len())
+		}
+		checkSpan(t, c, mr, true)
+		if uverbs.InlineCovers(c, mr.LKey(), addrOf(buf), 1) {
+			t.Error("the inline table still covers the memory a translation change left")
 		}
 	case isRXE(c) && errors.Is(err, uverbs.ErrNotSupported):
 		t.Logf("rxe refuses a translation change: %v", err)

@@ -56,6 +56,15 @@ func NewProvider(ctx *provider.Context) *Provider { return &Provider{ctx: ctx} }
 
 func (p *Provider) Name() string { return "mlx5" }
 
+// spans is the context's registered memory (none without a context, in
+// tests).
+func (p *Provider) spans() *provider.Spans {
+	if p.ctx == nil {
+		return nil
+	}
+	return p.ctx.Spans()
+}
+
 // contextDriverData asks for what libmlx5 asks for (c
 // mlx5_alloc_context): version-1 CQEs (they carry the QP's user index),
 // 4 KiB UAR pages and dynamic UARs; the bfreg counts are those libmlx5
@@ -264,7 +273,10 @@ var wcFlags = func() (t [16]provider.WCFlags) {
 // Poll moves up to len(wc) completions into wc and returns how many.
 // An empty CQ costs the ownership test of one CQE, before anything else
 // (not even a stack check: the frame is small, and what Poll calls
-// checks its own).
+// checks its own). Poll reads requesters' successes in place; from the
+// first CQE of another kind on, pollRest takes the poll over, so that
+// no call but the doorbell record's is made from this frame and nothing
+// in it is saved across one.
 //
 //go:nosplit
 func (q *ProvCQ) Poll(wc []provider.WC) int {
@@ -273,7 +285,6 @@ func (q *ProvCQ) Poll(wc []provider.WC) int {
 		return 0
 	}
 	n := 0
-	ci := cq.ConsumerIndex()
 	for {
 		// The loads of the CQE ordered after its owner byte, which peek
 		// found software's: an acquire load of its last word (op_own
@@ -285,21 +296,20 @@ func (q *ProvCQ) Poll(wc []provider.WC) int {
 		// compression bits), read in place, without decoding a CQE. One
 		// line: the test's instructions carry AcquireWord's inline mark
 		// (no NOP).
-		if mmio.AcquireWord((*[4]byte)(b[CQESize-4:])); b[63]&0xfc == CQEReq<<4 {
-			if qp := q.p.qpByUIdx(be.Uint32(b[32:]) & 0xffffff); qp != nil && qp.qp != nil && qp.sq != nil {
-				cq.ci++ // cq.Next(), written out (its inline mark would be a NOP)
-				op, flags, byteLen := reqCompletion(b)
-				w := &wc[n]
-				w.WRID, w.Status, w.Opcode, w.VendorErr, w.ByteLen = qp.sq.Complete(be.Uint16(b[60:])), WCSuccess, uint32(op), 0, byteLen
-				w.Imm, w.QPNum, w.SrcQP, w.Flags = 0, qp.qp.Num, 0, wcFlags[flags]
-				w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = 0, 0, 0, 0, 0
-				n++
-			} else {
-				n += q.pollDecoded(wc[n:])
-			}
-		} else {
-			n += q.pollDecoded(wc[n:])
+		if mmio.AcquireWord((*[4]byte)(b[CQESize-4:])); b[63]&0xfc != CQEReq<<4 {
+			return q.pollRest(wc, n)
 		}
+		qp := q.p.qpByUIdx(be.Uint32(b[32:]) & 0xffffff)
+		if qp == nil || qp.qp == nil || qp.sq == nil {
+			return q.pollRest(wc, n)
+		}
+		cq.ci++ // cq.Next(), written out (its inline mark would be a NOP)
+		op, flags, byteLen := reqCompletion(b)
+		w := &wc[n]
+		w.WRID, w.Status, w.Opcode, w.VendorErr, w.ByteLen = qp.sq.Complete(be.Uint16(b[60:])), WCSuccess, uint32(op), 0, byteLen
+		w.Imm, w.QPNum, w.SrcQP, w.Flags = 0, qp.qp.Num, 0, wcFlags[flags]
+		w.PKeyIndex, w.SLID, w.SL, w.DLIDPathBits, w.PortNum = 0, 0, 0, 0, 0
+		n++
 		if n == len(wc) {
 			break
 		}
@@ -307,9 +317,28 @@ func (q *ProvCQ) Poll(wc []provider.WC) int {
 			break
 		}
 	}
-	// The doorbell record only when CQEs were consumed (undecodable and
-	// stray ones included): an empty poll writes nothing.
-	if cq.ConsumerIndex() != ci {
+	// n CQEs consumed: the doorbell record (an empty poll wrote nothing).
+	if cq.dev {
+		cq.updateCIDev()
+	} else {
+		cq.UpdateCI()
+	}
+	return n
+}
+
+// pollRest is Poll from the CQE at the consumer index on, with n
+// completions of requesters' successes already in wc (their CQEs
+// consumed), once Poll met a CQE it does not read in place: each CQE
+// decoded (pollDecoded) until wc is full or the CQ empty, then the
+// doorbell record, written when CQEs were consumed (undecodable and
+// stray ones included).
+func (q *ProvCQ) pollRest(wc []provider.WC, n int) int {
+	cq := q.q
+	start := cq.ConsumerIndex() - uint32(n) // Poll consumed one CQE a completion
+	for n < len(wc) && cq.peek() != nil {
+		n += q.pollDecoded(wc[n:])
+	}
+	if cq.ConsumerIndex() != start {
 		if cq.dev {
 			cq.updateCIDev()
 		} else {
@@ -544,11 +573,10 @@ func (p *Provider) NewQP(qp *provider.QP, req provider.DriverReq, out []byte) (p
 	}
 	if r.sq.WQECnt > 0 {
 		q.sq, err = NewSQ(SQConfig{Buf: r.buf.mem[r.sqOff : r.sqOff+r.sq.Bytes], Sizing: r.sq, QPN: qp.Num,
-			Type: typ, DBRec: r.db.mem, BlueFlame: bf, Writer: Device{}})
+			Type: typ, DBRec: r.db.mem, BlueFlame: bf, Writer: Device{}, Spans: p.spans(), SignalAll: qp.SignalAll})
 		if err != nil {
 			return nil, &sys.Error{Op: "mlx5 QP", Err: err}
 		}
-		q.sq.SignalAll = qp.SignalAll
 		q.inline = make([]byte, r.sq.MaxInline)
 	}
 	if r.rq.WQECnt > 0 {
@@ -609,7 +637,13 @@ func (q *provQP) PostSend(wr *provider.SendWR) error {
 			// list (postOneSend tries PutInline, then the general path).
 			if sq.RingNow() {
 				p := &plainOps[o]
-				if done, err := sq.PutInlineRing(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, qp.Cap.MaxInlineData); done && err == nil {
+				var done bool
+				if len(wr.SGL) == 1 { // PutInlineRing's usual case, without its frame
+					done, err = sq.putInlineOneRing(p, wr, &wr.SGL[0])
+				} else {
+					done, err = sq.PutInlineRing(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, qp.Cap.MaxInlineData)
+				}
+				if done && err == nil {
 					return nil
 				}
 			}

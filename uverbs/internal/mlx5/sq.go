@@ -34,6 +34,7 @@ type SQ struct {
 	bf        *BlueFlame
 	bfDS      int // the largest WQE, in 16-byte units, Ring copies to the BlueFlame buffer; 0: none
 	w         Writer
+	spans     *provider.Spans // registered memory, read without a fault net
 	// segs views buf as 16-byte segments, index masked to the ring, so
 	// the plain-request builder writes without bounds checks; dev is set
 	// when w is Device{}: Ring calls the mmio stores directly.
@@ -48,8 +49,10 @@ type SQ struct {
 	wqes mmio.Ring[[SendWQEBB / SegSize][SegSize]byte]
 	dev  bool
 
-	// SignalAll makes every work request signaled (sq_sig_all at create).
-	SignalAll bool
+	// sigAll is CtrlCQUpdate when every work request is signaled
+	// (sq_sig_all at create, SQConfig.SignalAll), else 0: or-ed into each
+	// request's flags without a branch.
+	sigAll uint8
 	// PreferBF copies WQEs that are not inline to the BlueFlame buffer too
 	// (libmlx5's MLX5_POST_SEND_PREFER_BF); off by default, as there.
 	PreferBF bool
@@ -100,6 +103,11 @@ type SQConfig struct {
 	DBRec     []byte     // the QP's 8-byte doorbell record (send word at SndDBR)
 	BlueFlame *BlueFlame // the QP's register
 	Writer    Writer     // Device{} outside tests
+	// Spans is the context's registered memory, whose inline data the
+	// one-entry builder copies without a fault net; nil: none.
+	Spans *provider.Spans
+	// SignalAll makes every work request signaled (sq_sig_all at create).
+	SignalAll bool
 }
 
 // NewSQ returns the send queue c describes, empty.
@@ -140,12 +148,20 @@ func NewSQ(c SQConfig) (*SQ, error) {
 		return nil, invalid("send queue ring: %v", err)
 	}
 	_, dev := c.Writer.(Device)
+	spans := c.Spans
+	if spans == nil {
+		spans = new(provider.Spans)
+	}
+	var sigAll uint8
+	if c.SignalAll {
+		sigAll = CtrlCQUpdate
+	}
 	return &SQ{
 		segs: segs, blocks: blocks, wqes: wqes, dev: dev,
 		buf: c.Buf[:s.WQECnt*SendWQEBB], mask: uint32(s.WQECnt - 1), qpn: c.QPN & 0xffffff, qpType: c.Type,
 		maxPost: uint32(s.MaxPost), maxGS: s.MaxGS, maxInline: s.MaxInline,
 		dbrec: (*[DBRecSize]byte)(c.DBRec), sndRec: mmio.At[uint32](c.DBRec, SndDBR), bf: c.BlueFlame, bfDS: bfDS(c.BlueFlame), w: c.Writer,
-		wrs: make([]sqWR, s.WQECnt), inlHdr: -1,
+		wrs: make([]sqWR, s.WQECnt), inlHdr: -1, spans: spans, sigAll: sigAll,
 	}, nil
 }
 
@@ -204,9 +220,7 @@ func (q *SQ) Begin(opcode, fmCeSe uint8, imm uint32) error {
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
-	if q.SignalAll {
-		fmCeSe |= CtrlCQUpdate
-	}
+	fmCeSe |= q.sigAll
 	q.building = true
 	q.start = int(q.curPost&q.mask) * SendWQEBB
 	q.pos = q.start
@@ -249,9 +263,7 @@ func (q *SQ) putPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provi
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
-	if q.SignalAll {
-		fmCeSe |= CtrlCQUpdate
-	}
+	fmCeSe |= q.sigAll
 	cur := q.curPost
 	i := cur * (SendWQEBB / SegSize)
 	wqe := q.wqes.Slot(cur)
@@ -323,9 +335,7 @@ func (q *SQ) putAtomic(opcode, fmCeSe uint8, wr *provider.SendWR, ring bool) err
 	if q.head-q.tail.Load() >= q.maxPost {
 		return ErrBusy
 	}
-	if q.SignalAll {
-		fmCeSe |= CtrlCQUpdate
-	}
+	fmCeSe |= q.sigAll
 	swapAdd, compare := wr.Swap, wr.CompareAdd
 	if opcode == OpAtomicFA {
 		swapAdd, compare = wr.CompareAdd, 0
@@ -382,6 +392,92 @@ func (q *SQ) PutInlineRing(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *
 	return q.putInline(opcode, fmCeSe, imm, hasRAddr, wr, max, true)
 }
 
+// putInlineOneRing is PutInlineRing of a gather list of one entry, s
+// (wr.SGL[0]), the usual inline post, for the plain request p
+// (provQP.PostSend's decision) on a QP whose MaxInlineData is the
+// queue's MaxInline (NewQP makes it so). Data inside a registered MR
+// (q.spans: memory that stays mapped while it is registered) is posted
+// here, without a fault net, with one length and address check instead
+// of inlineTotal's loop and one call that copies the data into the
+// request and the request to the BlueFlame buffer
+// (mmio.RecordInlineCopy64). Other data, and a request of more than two
+// blocks or more than the BlueFlame copy takes, are putInline's.
+func (q *SQ) putInlineOneRing(p *plainOp, wr *provider.SendWR, s *provider.SGE) (bool, error) {
+	n, addr := s.Length, s.Addr
+	// The lookup first: a miss costs little more than putInline's call.
+	if !q.spans.Covers(s.LKey, addr, n) {
+		return q.putInline(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, uint32(q.maxInline), true)
+	}
+	if n-1 >= uint32(q.maxInline) || addr < 4096 || addr+uint64(n) < addr { // n-1: n is not 0
+		return false, nil
+	}
+	cur := q.curPost
+	off := SegSize + 4 // the data's offset in the first block
+	if p.raddr {
+		off += SegSize
+	}
+	start := int(cur&q.mask) * SendWQEBB
+	ds := uint32(off+int(n)+SegSize-1) / SegSize // ctrl, remote address, InlineDS
+	if start+int(ds)*SegSize > len(q.buf) {
+		return false, nil // the data would wrap: Begin, Inline and Finish
+	}
+	if ds > 2*SendWQEBB/SegSize || int(ds) > q.bfDS {
+		return q.putInline(p.op, sendFM(wr.Flags), wr.Imm&p.immMask, p.raddr, wr, uint32(q.maxInline), true)
+	}
+	if q.head-q.tail.Load() >= q.maxPost {
+		return true, ErrBusy
+	}
+	blk := q.blocks.Slot(cur)
+	if p.raddr {
+		PutRAddr(blk[SegSize:2*SegSize], wr.RemoteAddr, wr.RKey)
+		PutInlineHeader(blk[2*SegSize:2*SegSize+4], n)
+	} else {
+		PutInlineHeader(blk[SegSize:SegSize+4], n)
+	}
+	PutCtrl(blk[:SegSize], p.op, 0, uint16(cur), q.qpn, uint8(ds), sendFM(wr.Flags)|q.sigAll, wr.Imm&p.immMask)
+	// done, and Ring's BlueFlame copy of this request alone, as in
+	// putInline: one block, or two. The data does not wrap, so neither
+	// do its blocks (the buffer is whole blocks).
+	q.wrs[cur&q.mask] = sqWR{id: wr.WRID, head: q.head}
+	q.head++
+	next := cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
+	q.curPost = next
+	q.building = false
+	bf := q.bf
+	var rung bool
+	if ds <= SendWQEBB/SegSize {
+		rung = mmio.RecordInlineCopy64(q.sndRec, next&0xffff, mmio.At[[SendWQEBB]byte](bf.reg, bf.offset), blk, off, addr, int(n))
+	} else {
+		rung = mmio.RecordInlineCopy128(q.sndRec, next&0xffff, mmio.At[[2 * SendWQEBB]byte](bf.reg, bf.offset), mmio.At[[2 * SendWQEBB]byte](q.buf, start), off, addr, int(n))
+	}
+	if !rung {
+		q.inlineRefused(p, wr)
+		return true, nil
+	}
+	q.bf.offset ^= q.bf.half // q.bf again: nothing but q lives across the call
+	return true, nil
+}
+
+// inlineRefused finishes putInlineOneRing's post of p and wr when the
+// register's RecordInlineCopy refused (a register not 64-byte aligned;
+// it stored nothing): the data into the request, then Ring. The request
+// and the queue's counters are as putInlineOneRing left them; what it
+// computed is computed again from wr, so that its frame keeps nothing
+// across the copy's call.
+func (q *SQ) inlineRefused(p *plainOp, wr *provider.SendWR) {
+	s := &wr.SGL[0]
+	off := SegSize + 4
+	if p.raddr {
+		off += SegSize
+	}
+	ds := (off + int(s.Length) + SegSize - 1) / SegSize
+	cur := q.curPost - uint32(ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
+	start := int(cur&q.mask) * SendWQEBB
+	copy(q.buf[start+off:start+off+int(s.Length)], mmio.BytesAt(s.Addr, int(s.Length)))
+	q.pending, q.lastStart, q.lastDS, q.lastInline = 1, start, ds, true
+	q.Ring()
+}
+
 // putInline is PutInline, and with ring PutInlineRing.
 func (q *SQ) putInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provider.SendWR, max uint32, ring bool) (done bool, err error) {
 	total, ok := inlineTotal(wr.SGL, max)
@@ -403,9 +499,7 @@ func (q *SQ) putInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 	// The segments first, the data last: after the copy only the
 	// bookkeeping is left. If the copy faults, what was written is in
 	// blocks that are not posted.
-	if q.SignalAll {
-		fmCeSe |= CtrlCQUpdate
-	}
+	fmCeSe |= q.sigAll
 	wqe := q.wqes.Slot(cur)
 	if hasRAddr {
 		PutRAddr(wqe[1][:], wr.RemoteAddr, wr.RKey)

@@ -21,6 +21,7 @@ type Context struct {
 	driverID uint32
 	closed   atomic.Bool
 	qps      qpTable
+	spans    Spans
 }
 
 // NewContext is the provider layer's view of a context whose command fd
@@ -31,6 +32,10 @@ func NewContext(fd *sys.FD, driverID uint32) *Context {
 
 // FD is the context's command fd (mmap, commands, doorbells).
 func (c *Context) FD() *sys.FD { return c.fd }
+
+// Spans is the context's registered memory, for the providers' inline
+// copies (uverbs keeps it).
+func (c *Context) Spans() *Spans { return &c.spans }
 
 // SetClosed marks the context closed: Exec fails from then on.
 func (c *Context) SetClosed() { c.closed.Store(true) }

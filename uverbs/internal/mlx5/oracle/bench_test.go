@@ -18,6 +18,8 @@ var benchKinds = []struct{ name, wr string }{
 	{"send_imm", "wr send_imm 1 signaled 0:0:64 imm=7"},
 	{"write", "wr write 1 signaled 0:0:64 raddr=1:0"},
 	{"write_inline", "wr write 1 signaled,inline 0:0:32 raddr=1:0"},
+	{"send_inline_nokey", "wr send 1 signaled,inline 0:0:32:0"},
+	{"write_inline_nokey", "wr write 1 signaled,inline 0:0:32:0 raddr=1:0"},
 	{"read", "wr read 1 signaled 0:0:64 raddr=1:0"},
 	{"cas", "wr cas 1 signaled 0:0:8 raddr=1:0 cmp=1 swap=2"},
 	{"faa", "wr faa 1 signaled 0:0:8 raddr=1:0 add=1"},

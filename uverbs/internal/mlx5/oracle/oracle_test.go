@@ -69,6 +69,14 @@ wr write 11 signaled,inline 0:3:64 raddr=1:0
 postsend 0
 wr send 12 signaled,inline,solicited -
 postsend 0
+wr send 13 signaled,inline 0:100:40:0
+postsend 0
+wr write 14 signaled,inline 0:3:64:0 raddr=1:0
+postsend 0
+wr send 15 signaled,inline 0:7:3
+postsend 0
+wr send 16 signaled,inline 0:9:17:0
+postsend 0
 `, nil},
 	{"post lists", base + `cq 64
 qp RC 0 0 - 16 16 2 1 32 0
@@ -366,8 +374,9 @@ func TestAgainstLibmlx5(t *testing.T) {
 // TestOracleCatchesDifferences shows that the comparison fails when the
 // providers differ: when libmlx5, left to its default operations,
 // leaves room for a memory-window bind in every RC send WQE (sizing),
-// and when one bit of a WQE uverbs' provider built is changed after the
-// post, as a builder that set the fence flag by mistake would.
+// when one bit of a WQE uverbs' provider built is changed after the
+// post, as a builder that set the fence flag by mistake would, and when
+// one byte of its inline data is.
 func TestOracleCatchesDifferences(t *testing.T) {
 	testutils.HostOnly(t)
 	c := buildC(t)
@@ -396,6 +405,17 @@ func TestOracleCatchesDifferences(t *testing.T) {
 			q := d.qps[0]
 			at := q.buf + uint64(q.rqCount<<q.rqShift) + 11
 			d.m.write(at, []byte{d.m.read(at, 1)[0] | 0x80})
+		})
+	})
+	t.Run("inline data", func(t *testing.T) {
+		// Inline data from a registered MR, the request that uverbs'
+		// builder and mmio.RecordInlineCopy64 copy without a fault
+		// net: one byte of the data changed in the queue.
+		script := base + "cq 16\nqp RC 0 0 - 16 16 1 1 64 0\nrts 0 RC\nwr send 1 signaled,inline 0:0:32\npostsend 0\n"
+		differ(t, script, nil, func(d *device) {
+			q := d.qps[0]
+			at := q.buf + uint64(q.rqCount<<q.rqShift) + 16 + 4 + 31 // ctrl, inline header, the last byte
+			d.m.write(at, []byte{^d.m.read(at, 1)[0]})
 		})
 	})
 }

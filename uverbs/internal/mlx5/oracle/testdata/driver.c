@@ -47,6 +47,8 @@ POST(send_inline)
 POST(send_imm)
 POST(write)
 POST(write_inline)
+POST(send_inline_nokey)
+POST(write_inline_nokey)
 POST(read)
 POST(cas)
 POST(faa)
@@ -58,6 +60,7 @@ static const struct {
 	{"send", post_send}, {"send_inline", post_send_inline}, {"send_imm", post_send_imm},
 	{"write", post_write}, {"write_inline", post_write_inline}, {"read", post_read},
 	{"cas", post_cas}, {"faa", post_faa},
+	{"send_inline_nokey", post_send_inline_nokey}, {"write_inline_nokey", post_write_inline_nokey},
 };
 
 __attribute__((noinline)) static int poll_hit(struct ibv_cq *cq, struct ibv_wc *wc)
@@ -88,13 +91,15 @@ static int sges(char *s, struct ibv_sge *out)
 	if (strcmp(s, "-") == 0)
 		return 0;
 	for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-		int mr;
-		unsigned off, len;
-		if (sscanf(tok, "%d:%u:%u", &mr, &off, &len) != 3)
+		int mr, k;
+		unsigned off, len, key;
+		/* mr:off:len, or mr:off:len:key with a key of its own */
+		k = sscanf(tok, "%d:%u:%u:%u", &mr, &off, &len, &key);
+		if (k != 3 && k != 4)
 			fail("bad sge");
 		out[n].addr = (uintptr_t)bufs[mr] + off;
 		out[n].length = len;
-		out[n].lkey = mrs[mr]->lkey;
+		out[n].lkey = k == 4 ? key : mrs[mr]->lkey;
 		n++;
 	}
 	return n;
