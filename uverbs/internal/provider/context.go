@@ -10,8 +10,9 @@ import (
 )
 
 // Context is what the provider layer keeps of an open device: the
-// command fd, the driver id its ioctls carry, and the table of the
-// context's QPs with the error mark a completion sets. uverbs makes one
+// command fd, the driver id its ioctls carry, the table of the
+// context's QPs with the error mark a completion sets, and the table of
+// its registered memory (Spans). uverbs makes one
 // per context and hands it to the provider it picks; providers use it
 // and never call up into uverbs (internal/layering's TestProviderSeam
 // checks that no uverbs type implements an interface of this package

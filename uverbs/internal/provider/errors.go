@@ -81,17 +81,6 @@ func dropFault(old bool, r any) {
 	}
 }
 
-// InlineFault is CopyInline's handling of what the deferred function of
-// a provider's own copy of inline data recovered, r, for a provider that
-// copies sgl under a fault net of its own: the goroutine's fault setting
-// is restored to old, a memory fault while entry i was copied is the
-// error returned (the same as CopyInline's), and any other panic goes on
-// (nil is nothing to handle).
-func InlineFault(old bool, r any, sgl []SGE, i int) error {
-	c := inlineCopy{old: old, i: i}
-	return c.fault(r, sgl)
-}
-
 // inlineCopy is the state of one CopyInline: the goroutine's fault
 // setting before it, the entry being copied, and whether it finished.
 type inlineCopy struct {
