@@ -98,7 +98,7 @@ func TestRecordInlineCopyRefused(t *testing.T) {
 	addr := uint64(uintptr(unsafe.Pointer(&page[0])))
 	for _, size := range []int{64, 128} {
 		for _, tt := range []struct {
-			name            string
+			name           string
 			dstOff, off, n int
 		}{
 			{"dst+8", 8, 0, 4},
