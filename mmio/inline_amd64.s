@@ -1,4 +1,25 @@
 #include "textflag.h"
+#include "copy_amd64.h"
+
+// INLINEARGS(size) checks RecordInlineCopy's arguments for a block of
+// size bytes, jumping to refuse when dst is not 64-byte aligned or the
+// data does not fit (off and n taken unsigned: a negative one is huge),
+// and loads the copy's: DI = blk+off, SI = src, CX = n.
+#define INLINEARGS(size) \
+	MOVQ	dst+16(FP), AX \
+	TESTQ	$63, AX \
+	JNE	refuse \
+	MOVQ	off+32(FP), DX \
+	CMPQ	DX, size \
+	JA	refuse \
+	MOVQ	n+48(FP), CX \
+	MOVQ	size, BX \
+	SUBQ	DX, BX \
+	CMPQ	CX, BX \
+	JA	refuse \
+	MOVQ	blk+24(FP), DI \
+	ADDQ	DX, DI \
+	MOVQ	src+40(FP), SI
 
 // INLINECOPY copies CX bytes from SI to DI, reading and writing exactly
 // those bytes, and jumps to done: 16 to 32 bytes as the first and the
@@ -60,37 +81,15 @@ lt4: \
 // queue), then recordCopy64's instructions: storeUint32BE, SFENCE, the
 // 64-byte copy to dst, SFENCE.
 TEXT ·RecordInlineCopy64(SB), NOSPLIT|NOFRAME, $0-57
-	MOVQ	dst+16(FP), AX
-	TESTQ	$63, AX
-	JNE	refuse
-	MOVQ	off+32(FP), DX
-	CMPQ	DX, $64
-	JA	refuse
-	MOVQ	n+48(FP), CX
-	MOVQ	$64, BX
-	SUBQ	DX, BX
-	CMPQ	CX, BX
-	JA	refuse
-	MOVQ	blk+24(FP), DI
-	ADDQ	DX, DI
-	MOVQ	src+40(FP), SI
+	INLINEARGS($64)
 	INLINECOPY(record)
 record:
 	MOVQ	rec+0(FP), AX
 	MOVL	v+8(FP), BX
 	MOVQ	dst+16(FP), DI
 	MOVQ	blk+24(FP), SI
-	BSWAPL	BX
-	MOVL	BX, (AX)
-	SFENCE
-	MOVUPS	0(SI), X0
-	MOVUPS	16(SI), X1
-	MOVUPS	32(SI), X2
-	MOVUPS	48(SI), X3
-	MOVAPS	X0, 0(DI)
-	MOVAPS	X1, 16(DI)
-	MOVAPS	X2, 32(DI)
-	MOVAPS	X3, 48(DI)
+	RECORD
+	BLOCK64(0)
 	SFENCE
 	MOVB	$1, ret+56(FP)
 	RET
@@ -102,45 +101,16 @@ refuse:
 // RecordInlineCopy64 of two blocks, as recordCopy128: one SFENCE after
 // both.
 TEXT ·RecordInlineCopy128(SB), NOSPLIT|NOFRAME, $0-57
-	MOVQ	dst+16(FP), AX
-	TESTQ	$63, AX
-	JNE	refuse
-	MOVQ	off+32(FP), DX
-	CMPQ	DX, $128
-	JA	refuse
-	MOVQ	n+48(FP), CX
-	MOVQ	$128, BX
-	SUBQ	DX, BX
-	CMPQ	CX, BX
-	JA	refuse
-	MOVQ	blk+24(FP), DI
-	ADDQ	DX, DI
-	MOVQ	src+40(FP), SI
+	INLINEARGS($128)
 	INLINECOPY(record)
 record:
 	MOVQ	rec+0(FP), AX
 	MOVL	v+8(FP), BX
 	MOVQ	dst+16(FP), DI
 	MOVQ	blk+24(FP), SI
-	BSWAPL	BX
-	MOVL	BX, (AX)
-	SFENCE
-	MOVUPS	0(SI), X0
-	MOVUPS	16(SI), X1
-	MOVUPS	32(SI), X2
-	MOVUPS	48(SI), X3
-	MOVAPS	X0, 0(DI)
-	MOVAPS	X1, 16(DI)
-	MOVAPS	X2, 32(DI)
-	MOVAPS	X3, 48(DI)
-	MOVUPS	64(SI), X0
-	MOVUPS	80(SI), X1
-	MOVUPS	96(SI), X2
-	MOVUPS	112(SI), X3
-	MOVAPS	X0, 64(DI)
-	MOVAPS	X1, 80(DI)
-	MOVAPS	X2, 96(DI)
-	MOVAPS	X3, 112(DI)
+	RECORD
+	BLOCK64(0)
+	BLOCK64(64)
 	SFENCE
 	MOVB	$1, ret+56(FP)
 	RET

@@ -305,13 +305,22 @@ func (q *SQ) putPlain(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *provi
 // 16-byte units long: its id for the completion, the queue's counters,
 // and what Ring needs of it.
 func (q *SQ) done(cur, ds uint32, wrID uint64, inline bool) {
-	idx := cur & q.mask
-	q.wrs[idx] = sqWR{id: wrID, head: q.head}
-	q.head++
-	q.curPost = cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
-	q.building = false
+	q.record(cur, ds, wrID)
 	q.pending++
-	q.lastStart, q.lastDS, q.lastInline = int(idx)*SendWQEBB, int(ds), inline
+	q.lastStart, q.lastDS, q.lastInline = int(cur&q.mask)*SendWQEBB, int(ds), inline
+}
+
+// record records the work request just built at block counter cur, ds
+// 16-byte units long, before any doorbell that lets the device complete
+// it: its id and the head count for the completion, and the queue's
+// counters. It returns the new block counter.
+func (q *SQ) record(cur, ds uint32, wrID uint64) (next uint32) {
+	q.wrs[cur&q.mask] = sqWR{id: wrID, head: q.head}
+	q.head++
+	next = cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
+	q.curPost = next
+	q.building = false
+	return next
 }
 
 // PutAtomic builds the whole compare-and-swap (OpAtomicCS: wr.Swap,
@@ -438,11 +447,7 @@ func (q *SQ) putInlineOneRing(p *plainOp, wr *provider.SendWR, s *provider.SGE) 
 	// done, and Ring's BlueFlame copy of this request alone, as in
 	// putInline: one block, or two. The data does not wrap, so neither
 	// do its blocks (the buffer is whole blocks).
-	q.wrs[cur&q.mask] = sqWR{id: wr.WRID, head: q.head}
-	q.head++
-	next := cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
-	q.curPost = next
-	q.building = false
+	next := q.record(cur, ds, wr.WRID)
 	bf := q.bf
 	var rung bool
 	if ds <= SendWQEBB/SegSize {
@@ -537,11 +542,7 @@ func (q *SQ) putInline(opcode, fmCeSe uint8, imm uint32, hasRAddr bool, wr *prov
 			// holds more than four segments (it is a multiple of 64
 			// bytes).
 			idx := cur & q.mask
-			q.wrs[idx] = sqWR{id: wr.WRID, head: q.head}
-			q.head++
-			next := cur + (ds+SendWQEBB/SegSize-1)/(SendWQEBB/SegSize)
-			q.curPost = next
-			q.building = false
+			next := q.record(cur, ds, wr.WRID)
 			bf := q.bf
 			var rung bool
 			if ds <= SendWQEBB/SegSize {
