@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/purerdma/rdma/internal/sys"
+	"github.com/purerdma/rdma/uverbs/internal/provider"
 )
 
 // smallSQ is a 4-block SQ whose WQEs may take 2 blocks.
@@ -242,5 +245,85 @@ func TestNewSQRejectsSizing(t *testing.T) {
 		if _, err := NewSQ(SQConfig{Buf: make([]byte, 256), Sizing: s, Type: RC, DBRec: make([]byte, 8), BlueFlame: bf, Writer: plainWriter{}}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("NewSQ(%+v) = %v, want ErrInvalid", s, err)
 		}
+	}
+}
+
+// TestInlineOneRing: the one-entry inline post from registered memory
+// (putInlineOneRing: RecordInlineCopy64 or 128) leaves the ring, the
+// doorbell record and the BlueFlame register as the general builder
+// (Begin, RemoteAddr, Inline, Finish) and Ring leave them: on an aligned
+// register, where the fused call rings, and on one that is not 64-byte
+// aligned, where it refuses and inlineRefused copies the data and calls
+// Ring; and from memory the table does not cover (putInline).
+func TestInlineOneRing(t *testing.T) {
+	data := []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ")
+	addr := uint64(sys.PointerTo(data))
+	spans := new(provider.Spans)
+	spans.Add(0x77, addr, uint64(len(data)))
+	for _, tt := range []struct {
+		name   string
+		op     provider.WROpcode
+		n      uint32
+		key    uint32
+		misreg int // the register's distance from 64-byte alignment
+	}{
+		{"send 13", provider.WRSend, 13, 0x77, 0},
+		{"send 44 (a full block)", provider.WRSend, 44, 0x77, 0},
+		{"send with imm 1", provider.WRSendWithImm, 1, 0x77, 0},
+		{"write 32 (two blocks)", provider.WRRDMAWrite, 32, 0x77, 0},
+		{"send 13, register unaligned", provider.WRSend, 13, 0x77, 8},
+		{"write 32, register unaligned", provider.WRRDMAWrite, 32, 0x77, 8},
+		{"send 13, key of no MR", provider.WRSend, 13, 0x78, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			newSQ := func() (*SQ, []byte) {
+				mem := make([]byte, 512+128)
+				i := 0
+				for (Device{}).Copy64(mem[i:], new([64]byte)) == false {
+					i++
+				}
+				reg := mem[i+tt.misreg : i+tt.misreg+512]
+				q := smallSQ(t, RC, Device{}, reg)
+				q.spans = spans
+				return q, reg
+			}
+			wr := provider.SendWR{WRID: 9, Opcode: tt.op, Flags: provider.SendInline | provider.SendSignaled, Imm: 0x1234,
+				RemoteAddr: 0xabc000, RKey: 0x55, SGL: []provider.SGE{{Addr: addr + 2, Length: tt.n, LKey: tt.key}}}
+			p := &plainOps[tt.op]
+			for round := range 3 { // both BlueFlame halves, and back
+				q, reg := newSQ()
+				ref, refReg := newSQ()
+				for range round {
+					skip(t, q, 1)
+					skip(t, ref, 1)
+				}
+				cur := q.curPost
+				done, err := q.putInlineOneRing(p, &wr, &wr.SGL[0])
+				if !done || err != nil {
+					t.Fatalf("putInlineOneRing: %v, %v", done, err)
+				}
+				must(t, ref.Begin(p.op, sendFM(wr.Flags), wr.Imm&p.immMask))
+				if p.raddr {
+					must(t, ref.RemoteAddr(wr.RemoteAddr, wr.RKey))
+				}
+				must(t, ref.Inline(data[2:2+tt.n]))
+				must(t, ref.Finish(wr.WRID))
+				ref.Ring()
+				if !bytes.Equal(q.buf, ref.buf) {
+					t.Errorf("round %d: the ring\n%x, want\n%x", round, q.buf, ref.buf)
+				}
+				if !bytes.Equal(q.dbrec[:], ref.dbrec[:]) || !bytes.Equal(reg, refReg) || q.bf.offset != ref.bf.offset {
+					t.Errorf("round %d: doorbell record %x, register %x (half at %d), want %x, %x (%d)", round,
+						q.dbrec, reg[:160], q.bf.offset, ref.dbrec, refReg[:160], ref.bf.offset)
+				}
+				if q.curPost != ref.curPost || q.head != ref.head || q.pending != 0 || ref.pending != 0 {
+					t.Errorf("round %d: counters %d/%d pending %d, want %d/%d pending %d", round, q.curPost, q.head, q.pending, ref.curPost, ref.head, ref.pending)
+				}
+				if id := q.Complete(uint16(cur)); id != wr.WRID { // the WQE's first block
+
+					t.Errorf("round %d: the completion's id %d, want %d", round, id, wr.WRID)
+				}
+			}
+		})
 	}
 }
