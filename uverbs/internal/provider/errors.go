@@ -50,37 +50,6 @@ func CopyInline(dst []byte, sgl []SGE) (n int, err error) {
 	return n, nil
 }
 
-// TryCopy copies len(dst) bytes at addr to dst, as CopyInline copies
-// one entry, and says whether it could: false when the memory cannot be
-// read, with dst written up to the fault. It is the fault net of a
-// provider's own inline copy (the caller builds the rest of the request
-// around it and, on false, leaves the request unposted for the general
-// path, whose CopyInline makes the error); a call of its own keeps the
-// deferred function and what it pins to the stack out of the caller's
-// frame. Any panic other than a memory fault goes on.
-func TryCopy(dst []byte, addr uint64) (ok bool) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		if !ok {
-			dropFault(old, recover())
-		}
-	}()
-	copy(dst, mmio.BytesAt(addr, len(dst)))
-	debug.SetPanicOnFault(old)
-	return true
-}
-
-// dropFault is what TryCopy's deferred function does after a copy that
-// did not finish, with what it recovered, r: the fault setting is
-// restored to old and a memory fault is dropped; any other panic goes on
-// (nil, from runtime.Goexit, is nothing to handle).
-func dropFault(old bool, r any) {
-	debug.SetPanicOnFault(old)
-	if _, fault := r.(interface{ Addr() uintptr }); !fault && r != nil {
-		panic(r)
-	}
-}
-
 // inlineCopy is the state of one CopyInline: the goroutine's fault
 // setting before it, the entry being copied, and whether it finished.
 type inlineCopy struct {

@@ -4,9 +4,9 @@ import "sync/atomic"
 
 // Spans is the memory registered on a context that stays mapped while
 // it is registered, by local key: what lets a provider copy inline data
-// from inside a registered MR without the fault net of TryCopy and
-// CopyInline, at the cost of a table lookup. uverbs adds an MR when it
-// is registered (or reregistered) and removes it before it is
+// from inside a registered MR without the fault net of CopyInline (and
+// of mlx5's own copy), at the cost of a table lookup. uverbs adds an MR
+// when it is registered (or reregistered) and removes it before it is
 // deregistered; on-demand-paging MRs are never added, as their memory
 // may be unmapped while they are registered.
 //
