@@ -21,6 +21,25 @@
 	ADDQ	DX, DI \
 	MOVQ	src+40(FP), SI
 
+// INLINERECORD loads RecordInlineCopy's record arguments (AX = rec,
+// BX = v, DI = dst, SI = blk) and stores the record (RECORD).
+#define INLINERECORD \
+	MOVQ	rec+0(FP), AX \
+	MOVL	v+8(FP), BX \
+	MOVQ	dst+16(FP), DI \
+	MOVQ	blk+24(FP), SI \
+	RECORD
+
+// INLINEDONE ends RecordInlineCopy after its BlueFlame blocks: SFENCE
+// and true, and at refuse (INLINEARGS's jumps) false.
+#define INLINEDONE \
+	SFENCE \
+	MOVB	$1, ret+56(FP) \
+	RET \
+refuse: \
+	MOVB	$0, ret+56(FP) \
+	RET
+
 // INLINECOPY copies CX bytes from SI to DI, reading and writing exactly
 // those bytes, and jumps to done: 16 to 32 bytes as the first and the
 // last 16 (overlapping), more in 16-byte steps while more than 16 are
@@ -84,18 +103,9 @@ TEXT ·RecordInlineCopy64(SB), NOSPLIT|NOFRAME, $0-57
 	INLINEARGS($64)
 	INLINECOPY(record)
 record:
-	MOVQ	rec+0(FP), AX
-	MOVL	v+8(FP), BX
-	MOVQ	dst+16(FP), DI
-	MOVQ	blk+24(FP), SI
-	RECORD
+	INLINERECORD
 	BLOCK64(0)
-	SFENCE
-	MOVB	$1, ret+56(FP)
-	RET
-refuse:
-	MOVB	$0, ret+56(FP)
-	RET
+	INLINEDONE
 
 // func RecordInlineCopy128(rec *uint32, v uint32, dst, blk *[128]byte, off int, src uint64, n int) bool
 // RecordInlineCopy64 of two blocks, as recordCopy128: one SFENCE after
@@ -104,16 +114,7 @@ TEXT ·RecordInlineCopy128(SB), NOSPLIT|NOFRAME, $0-57
 	INLINEARGS($128)
 	INLINECOPY(record)
 record:
-	MOVQ	rec+0(FP), AX
-	MOVL	v+8(FP), BX
-	MOVQ	dst+16(FP), DI
-	MOVQ	blk+24(FP), SI
-	RECORD
+	INLINERECORD
 	BLOCK64(0)
 	BLOCK64(64)
-	SFENCE
-	MOVB	$1, ret+56(FP)
-	RET
-refuse:
-	MOVB	$0, ret+56(FP)
-	RET
+	INLINEDONE

@@ -52,7 +52,9 @@ func (t *Spans) Remove(lkey uint32) {
 
 // Covers says whether the n bytes at addr lie in the registration of
 // lkey: memory that stays mapped (and readable) for as long as it is
-// registered. The caller has checked that addr+n does not wrap.
+// registered. A range whose end wraps past 2^64 can be reported covered:
+// the caller refuses such a range before it reads (mlx5's
+// putInlineOneRing looks up first and checks the wrap right after).
 func (t *Spans) Covers(lkey uint32, addr uint64, n uint32) bool {
 	p := t.slots[spanSlot(lkey)].Load()
 	return p != nil && p.lkey == lkey && addr >= p.lo && addr+uint64(n) <= p.hi
