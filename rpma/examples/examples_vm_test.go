@@ -106,6 +106,27 @@ func (p *proc) wait(t testing.TB, wantStatus int) {
 	}
 }
 
+// connectLost reports whether p, a client, failed because its connect
+// ended in "Connection lost" (rdma_cm's CONNECT_ERROR) on iWARP. There
+// rdma_cm reports CONNECT_ERROR only as the answer to a connect (a
+// connection that ends after it was established is DISCONNECTED), and
+// siw answers so when the server spoke before the client had read the
+// MPA reply (docs/providers.md, "siw"), as the servers of librpma's
+// protocols that act at once (03's RDMA READ) can. It waits for p to
+// exit.
+func (p *proc) connectLost() (why string, lost bool) {
+	if !testenv.CurrentFabric().IWARP {
+		return "", false
+	}
+	err := <-p.done
+	p.done <- err
+	const line = "rpma_conn_next_event returned an unexpected event: Connection lost"
+	if err == nil || !strings.Contains(p.err.String(), line) {
+		return "", false
+	}
+	return fmt.Sprintf("%s exited (%v) after its connect ended in CONNECT_ERROR, printing %q: siw's connect race (docs/providers.md)", p.name, err, line), true
+}
+
 func (p *proc) expect(t testing.TB, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
@@ -156,6 +177,9 @@ func runExampleOnce(t *toolrun.Attempt, ex example) (server *proc, clients []*pr
 	t.Watch(n)
 	for i := range max(ex.clients, 1) {
 		c := ex.pair.start(t, ctx, fmt.Sprintf("client %d", i), ex.name, "client", append([]string{serverAddr, port}, ex.clientArgs...)...)
+		if why, lost := c.connectLost(); lost {
+			t.Raced(why)
+		}
 		c.wait(t, 0)
 		c.expect(t, ex.clientOut...)
 		clients = append(clients, c)

@@ -28,6 +28,7 @@ type Attempt struct {
 	msgs     []string // the failures, in order
 	failed   bool
 	skipped  bool
+	raced    string // why the connect race ended the attempt (Raced)
 	cleanups []func()
 	dog      *Watchdog
 }
@@ -90,6 +91,23 @@ func (a *Attempt) Failed() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.failed
+}
+
+// Raced ends the attempt as lost to siw's connect race
+// (docs/providers.md, "siw": the accepting side spoke before the
+// connecting side had read the MPA reply, and the connect failed
+// there). why says what showed it. The attempt is thrown away and run
+// again, as a stranded one is, up to StrandAttempts times. On a fabric
+// without the race (Attempts' strands false) Raced fails the attempt
+// instead. Like Fatal, it ends the body's goroutine.
+func (a *Attempt) Raced(why string) {
+	if !a.strands {
+		a.record(true, "not iWARP, so not siw's connect race: "+why)
+	}
+	a.mu.Lock()
+	a.raced = why
+	a.mu.Unlock()
+	runtime.Goexit()
 }
 
 func (a *Attempt) skip(msg string) {
@@ -161,12 +179,13 @@ func (a *Attempt) stranded() []TCPSocket {
 }
 
 // Attempts runs body as one test, on a new Attempt each time, until a
-// run is not stranded by siw's accept race: a stranded run (its
+// run is not lost to one of siw's set-up races: a stranded run (its
 // watchdog saw bytes siw does not read; strands says the fabric is
-// iWARP) is logged with what it reported and run again, up to
-// StrandAttempts times. The run that counts passes its failures and
-// skip to t; every attempt stranded fails t. limit is the time a run
-// may take once it calls Watch. what names the run in the log.
+// iWARP) or one whose body called Raced is logged with what it reported
+// and run again, up to StrandAttempts times. The run that counts passes
+// its failures and skip to t; every attempt lost fails t. limit is the
+// time a run may take once it calls Watch. what names the run in the
+// log.
 //
 // The body's context is a.Context(); it must call a.Watch with its
 // run's port once it knows it, and end what it started through
@@ -177,12 +196,16 @@ func Attempts(t testing.TB, what string, limit time.Duration, strands bool, body
 		ctx, cancel := context.WithCancelCause(context.Background())
 		a := &Attempt{TB: t, ctx: ctx, cancel: cancel, limit: limit, strands: strands}
 		a.run(body)
+		why, report := a.raced, ""
 		if st := a.stranded(); st != nil {
+			why, report = StrandedWhy(st), "\n"+a.dog.Report()
+		}
+		if why != "" {
 			if n < StrandAttempts {
-				t.Logf("attempt %d of %s: %s; running it again (it reported: %s)", n, what, StrandedWhy(st), strings.Join(a.msgs, "; "))
+				t.Logf("attempt %d of %s: %s; running it again (it reported: %s)", n, what, why, strings.Join(a.msgs, "; "))
 				continue
 			}
-			t.Fatalf("%d attempts of %s, each stranded; the last: %s\n%s\n%s", n, what, StrandedWhy(st), strings.Join(a.msgs, "\n"), a.dog.Report())
+			t.Fatalf("%d attempts of %s, each lost to siw's set-up races; the last: %s\n%s%s", n, what, why, strings.Join(a.msgs, "\n"), report)
 		}
 		a.judge(t, what)
 		return

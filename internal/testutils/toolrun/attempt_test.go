@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -76,7 +77,10 @@ func TestAttemptsVerdict(t *testing.T) {
 		{"fatal", true, []string{"fatal: the body ends here", "--- FAIL"}},
 		{"cleanup", true, []string{"cleanup failed", "--- FAIL"}},
 		{"skip", false, []string{"--- SKIP", "no device"}},
-		{"stranded", true, []string{"3 attempts of the pair, each stranded", "siw left 40 bytes unread", "--- FAIL"}},
+		{"stranded", true, []string{"3 attempts of the pair, each lost to siw's set-up races", "siw left 40 bytes unread", "--- FAIL"}},
+		{"raced", true, []string{"3 attempts of the pair, each lost to siw's set-up races; the last: the connect failed 3", "--- FAIL"}},
+		{"raced once", false, []string{"attempt 1 of the pair: the connect failed 1; running it again", "--- PASS"}},
+		{"raced off iWARP", true, []string{"not iWARP, so not siw's connect race: the connect failed 1", "--- FAIL"}},
 		{"pass", false, []string{"--- PASS", "logged"}},
 	} {
 		t.Run(c.helper, func(t *testing.T) {
@@ -99,7 +103,9 @@ func TestAttemptsVerdict(t *testing.T) {
 }
 
 func attemptHelper(t *testing.T, h string) {
-	Attempts(t, "the pair", time.Hour, true, func(a *Attempt) {
+	n := 0
+	Attempts(t, "the pair", time.Hour, h != "raced off iWARP", func(a *Attempt) {
+		n++
 		switch h {
 		case "error":
 			a.Errorf("counted: %d", 7)
@@ -114,6 +120,13 @@ func attemptHelper(t *testing.T, h string) {
 		case "stranded":
 			a.dog = strandedDog()
 			a.FailNow()
+		case "raced", "raced off iWARP":
+			a.Raced(fmt.Sprintf("the connect failed %d", n))
+			a.Log("must not run")
+		case "raced once":
+			if n == 1 {
+				a.Raced("the connect failed 1")
+			}
 		case "pass":
 			a.Log("logged")
 		}
