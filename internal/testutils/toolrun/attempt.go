@@ -202,7 +202,11 @@ func Attempts(t testing.TB, what string, limit time.Duration, strands bool, body
 		}
 		if why != "" {
 			if n < StrandAttempts {
-				t.Logf("attempt %d of %s: %s; running it again (it reported: %s)", n, what, why, strings.Join(a.msgs, "; "))
+				reported := ""
+				if len(a.msgs) > 0 {
+					reported = " (it reported: " + strings.Join(a.msgs, "; ") + ")"
+				}
+				t.Logf("attempt %d of %s: %s; running it again%s", n, what, why, reported)
 				continue
 			}
 			t.Fatalf("%d attempts of %s, each lost to siw's set-up races; the last: %s\n%s%s", n, what, why, strings.Join(a.msgs, "\n"), report)

@@ -351,10 +351,11 @@ func (w *Watchdog) run(timeout time.Duration, port int, strands bool, cancel fun
 	}
 }
 
-// StrandAttempts is how many times a test runs a pair that siw's accept
-// race strands before it fails: the race is the kernel's, and rdma-core's
-// tools lose it as often as purerdma's commands; a run it did not strand
-// shows what the test is for.
+// StrandAttempts is how many times a test runs a pair that siw's
+// set-up races strand (or, under Attempts, make fail: Attempt.Raced)
+// before it fails: the races are the kernel's, and rdma-core's tools lose
+// them as often as purerdma's commands; a run they did not spoil shows
+// what the test is for.
 const StrandAttempts = 3
 
 // RunAttempts runs a pair through attempt, which runs it once under a
