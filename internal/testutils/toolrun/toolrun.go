@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,14 +74,66 @@ func Start(t testing.TB, ctx context.Context, run RunFunc, goCmd, path string, c
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	// A tool still running when the run ends (its time ran out, or the
+	// watchdog ended it) is described before it is killed: where each
+	// of its threads waits in the kernel.
+	var state string
+	cmd.Cancel = func() error {
+		state = ProcState(cmd.Process.Pid)
+		return cmd.Process.Kill()
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", name, err)
 	}
 	go func() {
-		code := ExitCode(cmd.Wait(), &stderr)
+		err := cmd.Wait()
+		if state != "" {
+			fmt.Fprintf(&stderr, "[when the run ended: %s]\n", state)
+		}
+		code := ExitCode(err, &stderr)
 		done <- Result{code, stdout.String(), stderr.String()}
 	}()
 	return cmd.Process.Pid, done
+}
+
+// ProcState describes where process pid's threads are: for each, its
+// name, its state and the kernel function it waits in (wchan), and its
+// kernel stack where /proc lets this process read it (root). It reads
+// /proc only; a process that has gone is said to be gone.
+func ProcState(pid int) string {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Sprintf("pid %d: %v", pid, err)
+	}
+	read := func(tid, file string) string {
+		b, err := os.ReadFile(filepath.Join(dir, tid, file))
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "pid %d", pid)
+	for _, task := range tasks {
+		tid := task.Name()
+		st := read(tid, "stat")
+		// stat: tid (comm) state ...; comm may hold spaces and parentheses.
+		if i := strings.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
+			st = st[:i+3]
+		}
+		fmt.Fprintf(&b, "; thread %s, wchan %s", st, read(tid, "wchan"))
+		var frames []string
+		for _, f := range strings.Fields(read(tid, "stack")) {
+			if f != "?" && !strings.HasPrefix(f, "[<") {
+				frames = append(frames, f)
+			}
+		}
+		if len(frames) > 0 {
+			fmt.Fprintf(&b, ", stack: %s", strings.Join(frames, " "))
+		}
+	}
+	return b.String()
 }
 
 // ExitCode is a finished tool's exit status from its Run or Wait error:

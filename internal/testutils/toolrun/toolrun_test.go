@@ -2,8 +2,11 @@ package toolrun
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,3 +89,29 @@ func TestWatchdogStranded(t *testing.T) {
 		t.Fatalf("stranded %v, timed out %v; want only the deadline", dog.Stranded(), dog.TimedOut())
 	}
 }
+
+// TestStartDescribesWhatItEnds: a C end still running when its run's
+// context ends is described (its threads, from /proc) before it is
+// killed, in its result's stderr.
+func TestStartDescribesWhatItEnds(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	pid, done := Start(t, ctx, nil, "", sleep, true, []string{"600"}, stringer("sleep"))
+	cancel()
+	r := <-done
+	want := fmt.Sprintf("[when the run ended: pid %d; thread %d (sleep) ", pid, pid)
+	if r.Code != -1 || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, ", wchan ") || !strings.Contains(r.Stderr, "signal: killed") {
+		t.Errorf("result %d, stderr %q; want -1, %q..., a wchan and the kill", r.Code, r.Stderr, want)
+	}
+	t.Logf("stderr: %s", r.Stderr)
+	if s := ProcState(pid); !strings.Contains(s, "no such file") {
+		t.Errorf("ProcState of an ended process = %q, want it gone", s)
+	}
+}
+
+type stringer string
+
+func (s stringer) String() string { return string(s) }
