@@ -61,8 +61,9 @@ func TestAttemptsRunsStrandedAgain(t *testing.T) {
 }
 
 // TestAttemptsVerdict runs helper bodies in a child process and checks
-// what Attempts passed on to the test: a failure of the counting
-// attempt, a skip, every attempt stranded.
+// what Attempts and RunAttempts passed on to the test: a failure of the
+// counting attempt, a skip, an attempt raced or lost once, every
+// attempt stranded, raced or lost, a run that timed out.
 func TestAttemptsVerdict(t *testing.T) {
 	if h := os.Getenv("TOOLRUN_ATTEMPT_HELPER"); h != "" {
 		attemptHelper(t, h)
@@ -82,6 +83,10 @@ func TestAttemptsVerdict(t *testing.T) {
 		{"raced once", false, []string{"attempt 1 of the pair: the connect failed 1; running it again", "--- PASS"}},
 		{"raced off iWARP", true, []string{"not iWARP, so not siw's connect race: the connect failed 1", "--- FAIL"}},
 		{"pass", false, []string{"--- PASS", "logged"}},
+		{"run lost once", false, []string{"attempt 1 of the pair: lost 1; running it again", "--- PASS"}},
+		{"run lost", true, []string{"3 attempts of the pair, each lost to siw; the last: lost 3", "results 3", "--- FAIL"}},
+		{"run stranded", true, []string{"3 attempts of the pair, each lost to siw; the last: siw left 40 bytes unread", "--- FAIL"}},
+		{"run timed out", true, []string{"the run of the pair did not end within 1h0m0s", "results 1", "--- FAIL"}},
 	} {
 		t.Run(c.helper, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestAttemptsVerdict$", "-test.v")
@@ -104,6 +109,24 @@ func TestAttemptsVerdict(t *testing.T) {
 
 func attemptHelper(t *testing.T, h string) {
 	n := 0
+	if strings.HasPrefix(h, "run ") {
+		RunAttempts(t, "the pair", time.Hour, func() (*Watchdog, string, string) {
+			n++
+			dog := &Watchdog{stop: make(chan struct{}), done: make(chan struct{})}
+			close(dog.done)
+			lost := ""
+			switch {
+			case h == "run lost" || h == "run lost once" && n == 1:
+				lost = fmt.Sprintf("lost %d", n)
+			case h == "run stranded":
+				dog = strandedDog()
+			case h == "run timed out":
+				dog.timedOut = true
+			}
+			return dog, fmt.Sprintf("results %d", n), lost
+		})
+		return
+	}
 	Attempts(t, "the pair", time.Hour, h != "raced off iWARP", func(a *Attempt) {
 		n++
 		switch h {

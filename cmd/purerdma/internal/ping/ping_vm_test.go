@@ -76,10 +76,10 @@ func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-c
 // times.
 func rpPair(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result) {
 	t.Helper()
-	toolrun.RunAttempts(t, fmt.Sprintf("%v and %v", server, client), rpRunTimeout, func() (*toolrun.Watchdog, string) {
+	toolrun.RunAttempts(t, fmt.Sprintf("%v and %v", server, client), rpRunTimeout, func() (*toolrun.Watchdog, string, string) {
 		var dog *toolrun.Watchdog
 		sr, cr, dog = rpPairOnce(t, server, client)
-		return dog, fmt.Sprintf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
+		return dog, fmt.Sprintf("server %v: %v\n\nclient %v: %v", server, sr, client, cr), ""
 	})
 	return sr, cr
 }

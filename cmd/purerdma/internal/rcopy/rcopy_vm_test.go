@@ -72,10 +72,10 @@ func rcFile(t *testing.T, dir string, n int) (string, []byte) {
 // port, up to toolrun.StrandAttempts times.
 func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (sr toolrun.Result, crs []toolrun.Result) {
 	t.Helper()
-	toolrun.RunAttempts(t, server.String(), 2*time.Minute, func() (*toolrun.Watchdog, string) {
+	toolrun.RunAttempts(t, server.String(), 2*time.Minute, func() (*toolrun.Watchdog, string, string) {
 		var dog *toolrun.Watchdog
 		sr, crs, dog = rcRunOnce(t, server, clients)
-		return dog, fmt.Sprintf("server %v: %v\nclients: %v", server, sr, crs)
+		return dog, fmt.Sprintf("server %v: %v\nclients: %v", server, sr, crs), ""
 	})
 	return sr, crs
 }
