@@ -404,11 +404,13 @@ func (w *Watchdog) run(timeout time.Duration, port int, strands bool, cancel fun
 	}
 }
 
-// StrandAttempts is how many times a test runs a pair that siw's
-// set-up races strand (or, under Attempts, make fail: Attempt.Raced)
-// before it fails: the races are the kernel's, and rdma-core's tools lose
-// them as often as purerdma's commands; a run they did not spoil shows
-// what the test is for.
+// StrandAttempts is how many times a test runs a pair that siw
+// spoiled before it fails: stranded by its accept race, failed by its
+// connect race (Attempt.Raced), or hung by a fault rdma-core's tools
+// have there against themselves too (RunAttempts' lost). The faults are
+// not purerdma's, and rdma-core's tools meet them as often as
+// purerdma's commands; a run they did not spoil shows what the test is
+// for.
 const StrandAttempts = 3
 
 // RunAttempts runs a pair through attempt, which runs it once under a
@@ -439,6 +441,21 @@ func RunAttempts(t testing.TB, what string, limit time.Duration, attempt func() 
 		}
 		return
 	}
+}
+
+// ConnectRaced says why r, a Go end that dialed over siw, lost siw's
+// connect race, or "" if it did not: its dial ended in CONNECT_ERROR,
+// which on iWARP rdma_cm reports only as the answer to a connect, and
+// which siw gives when the accepting side spoke before the dialing side
+// had read the MPA reply (docs/providers.md, "siw"). rdma-core's
+// rsocket acceptor speaks at once (docs/rsocket.md), so a Go dialer
+// loses the race against rdma-core's servers now and then.
+func ConnectRaced(r Result) string {
+	const sign = "CONNECT_ERROR instead of ESTABLISHED"
+	if r.Code == 0 || !strings.Contains(r.Stderr, sign) {
+		return ""
+	}
+	return "the Go end's dial ended in " + sign + " against rdma-core's acceptor: siw's connect race (docs/providers.md)"
 }
 
 // StrandedWhy describes stranded sockets for a test's log.

@@ -115,3 +115,22 @@ func TestStartDescribesWhatItEnds(t *testing.T) {
 type stringer string
 
 func (s stringer) String() string { return string(s) }
+
+// TestConnectRaced: only a failed end whose dial ended in CONNECT_ERROR
+// lost siw's connect race.
+func TestConnectRaced(t *testing.T) {
+	const raced = "purerdma: rcopy: dial rsocket 198.18.1.1:7305: rdmacm ConnectContext: CONNECT_ERROR instead of ESTABLISHED: invalid argument\n"
+	for _, tc := range []struct {
+		r    Result
+		lost bool
+	}{
+		{Result{Code: 1, Stderr: raced}, true},
+		{Result{Code: 0, Stderr: raced}, false},
+		{Result{Code: 1, Stderr: "purerdma: rcopy: dial rsocket 198.18.1.1:7305: rdmacm ConnectContext: REJECTED\n"}, false},
+		{Result{Code: 1}, false},
+	} {
+		if got := ConnectRaced(tc.r); (got != "") != tc.lost {
+			t.Errorf("ConnectRaced(%v) = %q, want lost %v", tc.r, got, tc.lost)
+		}
+	}
+}

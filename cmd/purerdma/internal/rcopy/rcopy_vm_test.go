@@ -68,14 +68,23 @@ func rcFile(t *testing.T, dir string, n int) (string, []byte) {
 // turn (each with its own want status) and then ends the server (C's
 // serves for ever; a Go server given -n ends by itself). It returns the
 // server's result and the clients'. On siw, a run that siw's accept
-// race stranded (toolrun.Watchdog) is ended and run again on the next
-// port, up to toolrun.StrandAttempts times.
+// race stranded (toolrun.Watchdog), or in which a Go client's dial to
+// C's server lost siw's connect race (toolrun.ConnectRaced), is run
+// again on the next port, up to toolrun.StrandAttempts times.
 func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (sr toolrun.Result, crs []toolrun.Result) {
 	t.Helper()
 	toolrun.RunAttempts(t, server.String(), 2*time.Minute, func() (*toolrun.Watchdog, string, string) {
 		var dog *toolrun.Watchdog
 		sr, crs, dog = rcRunOnce(t, server, clients)
-		return dog, fmt.Sprintf("server %v: %v\nclients: %v", server, sr, crs), ""
+		lost := ""
+		for i, c := range clients {
+			if testenv.CurrentFabric().IWARP && server.c && !c.c && i < len(crs) {
+				if why := toolrun.ConnectRaced(crs[i]); why != "" {
+					lost = fmt.Sprintf("client %d: %s", i, why)
+				}
+			}
+		}
+		return dog, fmt.Sprintf("server %v: %v\nclients: %v", server, sr, crs), lost
 	})
 	return sr, crs
 }

@@ -412,7 +412,9 @@ type rsWaitFunc func(t *testing.T, ctx context.Context, cancel func(), port, pid
 // toolrun.StrandAttempts times, and so is a run in which rdma-core's
 // rstream client did not end after the Go server had ended well, which
 // it does against its own server on siw too (docs/testing.md,
-// "rdma-core's rstream client on siw").
+// "rdma-core's rstream client on siw"), or in which the Go client's
+// dial to rdma-core's server lost siw's connect race
+// (toolrun.ConnectRaced).
 func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration, wait rsWaitFunc) (sr, cr toolrun.Result) {
 	t.Helper()
 	strands := testenv.CurrentFabric().IWARP
@@ -422,6 +424,9 @@ func rsPair(t *testing.T, server, client rsEnd, port int, timeout time.Duration,
 		port = rpNextPort() // a stranded run is run again on the next
 		results := fmt.Sprintf("server %v: %v\n\nclient %v: %v", server, sr, client, cr)
 		lost := ""
+		if strands && server.c && !client.c {
+			lost = toolrun.ConnectRaced(cr)
+		}
 		if strands && dog.TimedOut() && dog.Stranded() == nil && !server.c && client.c && client.name() == "rstream" && sr.Code == 0 {
 			lost = fmt.Sprintf("the Go server ended well and rdma-core's client did not end within %v, "+
 				"a hang rdma-core's client has against its own server on siw too (docs/testing.md, \"rdma-core's rstream client on siw\"); the client when it was ended: %s",
