@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/purerdma/rdma/rdmacm"
 	"github.com/purerdma/rdma/rsocket"
 	"github.com/purerdma/rdma/testenv"
 )
@@ -200,13 +202,27 @@ func TestInteropCClient(t *testing.T) {
 func TestInteropCServer(t *testing.T) {
 	testenv.NeedFabric(t)
 	ctx := testContext(t)
-	port := strconv.Itoa(7600 + int(cPorts.Add(1)))
-	srv := startC(t, "server", serverHost, port)
-	if l := srv.line(t); l != "LISTENING" {
-		t.Fatalf("rsecho server said %q\n%s", l, srv.output())
-	}
-	nc, err := dialer(rsocket.Config{}).DialContext(ctx, "tcp", net.JoinHostPort(serverHost, port))
-	if err != nil {
+	// librdmacm's acceptor speaks at its first call, so on siw the dial
+	// can lose siw's connect race (docs/providers.md, "siw"): it is
+	// tried again, against a new server, up to 3 times.
+	var srv *cPeer
+	var nc net.Conn
+	for attempt := 1; ; attempt++ {
+		port := strconv.Itoa(7600 + int(cPorts.Add(1)))
+		srv = startC(t, "server", serverHost, port)
+		if l := srv.line(t); l != "LISTENING" {
+			t.Fatalf("rsecho server said %q\n%s", l, srv.output())
+		}
+		var err error
+		nc, err = dialer(rsocket.Config{}).DialContext(ctx, "tcp", net.JoinHostPort(serverHost, port))
+		if err == nil {
+			break
+		}
+		var ee *rdmacm.EventError
+		if testenv.CurrentFabric().IWARP && attempt < 3 && errors.As(err, &ee) && ee.Event != nil && ee.Event.Type == rdmacm.EventConnectError {
+			t.Logf("dial %d lost siw's connect race: %v; again, to a new server", attempt, err)
+			continue
+		}
 		t.Fatalf("Dial: %v\n%s", err, srv.output())
 	}
 	c := nc.(*rsocket.Conn)
