@@ -171,13 +171,6 @@ func (a *Attempt) run(body func(a *Attempt)) {
 	}
 }
 
-func (a *Attempt) stranded() []TCPSocket {
-	if a.dog == nil {
-		return nil
-	}
-	return a.dog.Stranded()
-}
-
 // Attempts runs body as one test, on a new Attempt each time, until a
 // run is not lost to one of siw's set-up races: a stranded run (its
 // watchdog saw bytes siw does not read; strands says the fabric is
@@ -196,20 +189,8 @@ func Attempts(t testing.TB, what string, limit time.Duration, strands bool, body
 		ctx, cancel := context.WithCancelCause(context.Background())
 		a := &Attempt{TB: t, ctx: ctx, cancel: cancel, limit: limit, strands: strands}
 		a.run(body)
-		why, report := a.raced, ""
-		if st := a.stranded(); st != nil {
-			why, report = StrandedWhy(st), "\n"+a.dog.Report()
-		}
-		if why != "" {
-			if n < StrandAttempts {
-				reported := ""
-				if len(a.msgs) > 0 {
-					reported = " (it reported: " + strings.Join(a.msgs, "; ") + ")"
-				}
-				t.Logf("attempt %d of %s: %s; running it again%s", n, what, why, reported)
-				continue
-			}
-			t.Fatalf("%d attempts of %s, each lost to siw's set-up races; the last: %s\n%s%s", n, what, why, strings.Join(a.msgs, "\n"), report)
+		if again(t, n, what, a.raced, a.dog, strings.Join(a.msgs, "\n")) {
+			continue
 		}
 		a.judge(t, what)
 		return

@@ -415,32 +415,51 @@ const StrandAttempts = 3
 
 // RunAttempts runs a pair through attempt, which runs it once under a
 // Watchdog and returns the watchdog, the ends' results for a failure
-// message, and why the run was lost to a known fault of rdma-core's
-// tool on siw ("" when it was not: see the caller's documentation for
-// the fault). It runs the pair again after a stranded run or one lost
-// so (logging why), up to StrandAttempts times, and fails the test when
-// every attempt was lost or a run outlived its time (limit). what
-// names the pair.
+// message, and why siw lost the run ("" when it did not): one of its
+// races, or a fault rdma-core's tool has there against itself too (the
+// caller's documentation names it). It runs the pair again after a
+// stranded run or one lost so (logging why), up to StrandAttempts
+// times, and fails the test when every attempt was lost or a run
+// outlived its time (limit). what names the pair.
 func RunAttempts(t testing.TB, what string, limit time.Duration, attempt func() (dog *Watchdog, results, lost string)) {
 	t.Helper()
 	for n := 1; ; n++ {
 		dog, results, lost := attempt()
-		why, report := lost, ""
-		if st := dog.Stranded(); st != nil {
-			why, report = StrandedWhy(st), "\n"+dog.Report()
-		}
-		if why != "" {
-			if n < StrandAttempts {
-				t.Logf("attempt %d of %s: %s; running it again", n, what, why)
-				continue
-			}
-			t.Fatalf("%d attempts of %s, each lost to siw; the last: %s\n%s%s", n, what, why, results, report)
+		if again(t, n, what, lost, dog, results) {
+			continue
 		}
 		if dog.TimedOut() {
 			t.Fatalf("the run of %s did not end within %v\n%s\n%s", what, limit, results, dog.Report())
 		}
 		return
 	}
+}
+
+// again decides on attempt n of what, which siw lost if lost is set or
+// dog (nil for none) ended it stranded: it logs why and reports true
+// to run it again, or, at the last attempt, fails t with why and
+// details (what the attempt reported). It reports false for a run siw
+// did not lose.
+func again(t testing.TB, n int, what, lost string, dog *Watchdog, details string) bool {
+	t.Helper()
+	why, report := lost, ""
+	if dog != nil {
+		if st := dog.Stranded(); st != nil {
+			why, report = StrandedWhy(st), "\n"+dog.Report()
+		}
+	}
+	if why == "" {
+		return false
+	}
+	if n < StrandAttempts {
+		if details != "" {
+			details = " (it reported: " + strings.ReplaceAll(details, "\n", "; ") + ")"
+		}
+		t.Logf("attempt %d of %s: %s; running it again%s", n, what, why, details)
+		return true
+	}
+	t.Fatalf("%d attempts of %s, each lost to siw; the last: %s\n%s%s", n, what, why, details, report)
+	return false
 }
 
 // ConnectRaced says why r, a Go end that dialed over siw, lost siw's
