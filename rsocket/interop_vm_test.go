@@ -205,7 +205,7 @@ func TestInteropCServer(t *testing.T) {
 	ctx := testContext(t)
 	// librdmacm's acceptor speaks at its first call, so on siw the dial
 	// can lose siw's connect race (docs/providers.md, "siw"): it is
-	// tried again, against a new server, up to toolrun.StrandAttempts
+	// tried again, against a new server, up to toolrun.MaxAttempts
 	// times, as the command tests run such pairs again.
 	var srv *cPeer
 	var nc net.Conn
@@ -221,7 +221,7 @@ func TestInteropCServer(t *testing.T) {
 			break
 		}
 		var ee *rdmacm.EventError
-		if testenv.CurrentFabric().IWARP && attempt < toolrun.StrandAttempts && errors.As(err, &ee) && ee.Event != nil && ee.Event.Type == rdmacm.EventConnectError {
+		if testenv.CurrentFabric().IWARP && attempt < toolrun.MaxAttempts && errors.As(err, &ee) && ee.Event != nil && ee.Event.Type == rdmacm.EventConnectError {
 			t.Logf("dial %d lost siw's connect race: %v; again, to a new server", attempt, err)
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,84 @@ func (p *proc) connectLost() (why string, lost bool) {
 	return fmt.Sprintf("%s exited (%v) after its connect ended in CONNECT_ERROR, printing %q: siw's connect race (docs/providers.md)", p.name, err, line), true
 }
 
+// ackLost reports whether p, a server whose clients have all exited 0
+// with their output, has lost the acknowledgement of its last message:
+// rxe gives a client a receive's completion before it acknowledges the
+// message, and a client that has what it came for disconnects at once,
+// so its QP can leave the connected states before the acknowledgement
+// is sent (docs/reliability.md, "rxe's unacknowledged last message").
+// The server's device then sends the message again to a QP that is
+// gone: with the retry count of purerdma's client (6) its send
+// completes with "transport retry counter exceeded", with librpma's
+// (7) rxe tries for ever and the server waits for ever. So p lost it
+// when it exited with that status and its device had sent a request
+// again since the run began (serverRetries was began), or when it has
+// not exited and its device sends a request again after the last
+// client exited (when serverRetries was ended); ackLost kills p in the
+// second case. iWARP completes a send without an acknowledgement from
+// the peer. It waits for p to exit, or to be killed.
+func (p *proc) ackLost(t testing.TB, began, ended int64) (why string, lost bool) {
+	t.Helper()
+	if testenv.CurrentFabric().IWARP {
+		return "", false
+	}
+	const status = "transport retry counter exceeded"
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			if err == nil || !strings.Contains(p.err.String(), status) {
+				return "", false
+			}
+			n := serverRetries(t)
+			if n <= began {
+				return "", false
+			}
+			return fmt.Sprintf("%s exited (%v) after a send completed with %q, its device having sent requests again (%s: %d, %d when the run began), and its clients had exited 0 with their output: "+
+				"rxe's unacknowledged last message (docs/reliability.md); stdout:\n%s\nstderr:\n%s",
+				p.name, err, status, retryCounter, n, began, p.out.String(), p.err.String()), true
+		case <-tick.C:
+			if n := serverRetries(t); n > ended {
+				p.cmd.Process.Kill()
+				err := <-p.done
+				p.done <- err
+				return fmt.Sprintf("%s had not exited when its device sent a request again (%s: %d, %d when the last client exited 0 with its output); killed (%v): "+
+					"rxe's unacknowledged last message (docs/reliability.md); stdout:\n%s\nstderr:\n%s",
+					p.name, retryCounter, n, ended, err, p.out.String(), p.err.String()), true
+			}
+		}
+	}
+}
+
+// retryCounter is the rxe counter of requests sent again for want of an
+// acknowledgement (rxe_hw_counters.c).
+const retryCounter = "completer_retry_err"
+
+// serverRetries is the server's rxe device's retryCounter, or 0 on
+// iWARP (rxeRetries; host tests put a fake in its place). The examples'
+// runs use the device one at a time.
+var serverRetries = rxeRetries
+
+func rxeRetries(t testing.TB) int64 {
+	t.Helper()
+	f := testenv.CurrentFabric()
+	if f.IWARP {
+		return 0
+	}
+	path := filepath.Join("/sys/class/infiniband", f.Devs[0], "ports/1/hw_counters", retryCounter)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the server device's retries: %v", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return n
+}
+
 func (p *proc) expect(t testing.TB, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
@@ -150,13 +229,26 @@ type example struct {
 	clientOut  []string
 	clients    int  // how many clients to run one after another; 0 means 1
 	pair       pair // which implementation runs each side: Go-Go if zero
+	// ackLost, if set, gets the runs lost to rxe's unacknowledged last
+	// message (proc.ackLost), in order, for a test whose clients leave
+	// state the next run reads (09's chain on PMem): their clients did
+	// all their work.
+	ackLost *[]exampleRun
+}
+
+// exampleRun is one run of an example: its server and its clients.
+type exampleRun struct {
+	server  *proc
+	clients []*proc
 }
 
 // runExample runs ex's server, then its clients one after another, and
-// checks each exits 0 with the output lines given. siw's accept race
-// (docs/testing.md) can strand a client's first
-// message at the server; a run it strands is run again on a new port
-// (toolrun.Attempts).
+// checks each exits 0 with the output lines given. A run lost to a race
+// that is not the examples' is run again on a new port
+// (toolrun.Attempts): on siw, its accept race (docs/testing.md) can
+// strand a client's first message at the server, and its connect race
+// fail a client's connect (proc.connectLost); on rxe, a server's last
+// send can go unacknowledged (proc.ackLost).
 func runExample(t testing.TB, ex example) (server *proc, clients []*proc) {
 	t.Helper()
 	testenv.NeedFabric(t)
@@ -174,6 +266,7 @@ func runExampleOnce(t *toolrun.Attempt, ex example) (server *proc, clients []*pr
 	port := fmt.Sprint(n)
 	server = ex.pair.start(t, ctx, "server", ex.name, "server", append([]string{serverAddr, port}, ex.serverArgs...)...)
 	server.waitFor(t, listening, 30*time.Second)
+	began := serverRetries(t)
 	t.Watch(n)
 	for i := range max(ex.clients, 1) {
 		c := ex.pair.start(t, ctx, fmt.Sprintf("client %d", i), ex.name, "client", append([]string{serverAddr, port}, ex.clientArgs...)...)
@@ -183,6 +276,14 @@ func runExampleOnce(t *toolrun.Attempt, ex example) (server *proc, clients []*pr
 		c.wait(t, 0)
 		c.expect(t, ex.clientOut...)
 		clients = append(clients, c)
+	}
+	if !t.Failed() {
+		if why, lost := server.ackLost(t, began, serverRetries(t)); lost {
+			if ex.ackLost != nil {
+				*ex.ackLost = append(*ex.ackLost, exampleRun{server, clients})
+			}
+			t.Lost(why)
+		}
 	}
 	server.wait(t, 0)
 	server.expect(t, ex.serverOut...)

@@ -14,9 +14,10 @@ import (
 
 // Attempt is one run of a test's body under Attempts. It is the body's
 // testing.TB: failures, skips and cleanups stay with the attempt until
-// Attempts has judged it, so a run that siw's accept race stranded
-// (docs/testing.md) can be thrown away and run again; logs go to the
-// test at once. Everything else is the test's.
+// Attempts has judged it, so a run lost to a race that is not the code
+// under test's (siw's accept race stranded it, docs/testing.md, or the
+// body called Raced or Lost) can be thrown away and run again; logs go
+// to the test at once. Everything else is the test's.
 type Attempt struct {
 	testing.TB
 	ctx     context.Context
@@ -28,7 +29,7 @@ type Attempt struct {
 	msgs     []string // the failures, in order
 	failed   bool
 	skipped  bool
-	raced    string // why the connect race ended the attempt (Raced)
+	lost     string // why a race ended the attempt (Raced, Lost)
 	cleanups []func()
 	dog      *Watchdog
 }
@@ -97,15 +98,25 @@ func (a *Attempt) Failed() bool {
 // (docs/providers.md, "siw": the accepting side spoke before the
 // connecting side had read the MPA reply, and the connect failed
 // there). why says what showed it. The attempt is thrown away and run
-// again, as a stranded one is, up to StrandAttempts times. On a fabric
+// again, as a stranded one is, up to MaxAttempts times. On a fabric
 // without the race (Attempts' strands false) Raced fails the attempt
 // instead. Like Fatal, it ends the body's goroutine.
 func (a *Attempt) Raced(why string) {
 	if !a.strands {
 		a.record(true, "not iWARP, so not siw's connect race: "+why)
 	}
+	a.Lost(why)
+}
+
+// Lost ends the attempt as lost to a race that is not the code under
+// test's, which the body recognised from what the run left: why says
+// what the race is and what showed it. The attempt is thrown away and
+// run again, up to MaxAttempts times, and every attempt lost fails the
+// test. The body decides on which fabric its race can happen. Like
+// Fatal, it ends the body's goroutine.
+func (a *Attempt) Lost(why string) {
 	a.mu.Lock()
-	a.raced = why
+	a.lost = why
 	a.mu.Unlock()
 	runtime.Goexit()
 }
@@ -172,10 +183,10 @@ func (a *Attempt) run(body func(a *Attempt)) {
 }
 
 // Attempts runs body as one test, on a new Attempt each time, until a
-// run is not lost to one of siw's set-up races: a stranded run (its
-// watchdog saw bytes siw does not read; strands says the fabric is
-// iWARP) or one whose body called Raced is logged with what it reported
-// and run again, up to StrandAttempts times. The run that counts passes
+// run is not lost: a stranded run (its watchdog saw bytes siw does not
+// read; strands says the fabric is iWARP) or one whose body called
+// Raced or Lost is logged with what it reported and run again, up to
+// MaxAttempts times. The run that counts passes
 // its failures and skip to t; every attempt lost fails t. limit is the
 // time a run may take once it calls Watch. what names the run in the
 // log.
@@ -189,7 +200,7 @@ func Attempts(t testing.TB, what string, limit time.Duration, strands bool, body
 		ctx, cancel := context.WithCancelCause(context.Background())
 		a := &Attempt{TB: t, ctx: ctx, cancel: cancel, limit: limit, strands: strands}
 		a.run(body)
-		if again(t, n, what, a.raced, a.dog, strings.Join(a.msgs, "\n")) {
+		if again(t, n, what, a.lost, a.dog, strings.Join(a.msgs, "\n")) {
 			continue
 		}
 		a.judge(t, what)

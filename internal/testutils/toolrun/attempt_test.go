@@ -63,7 +63,8 @@ func TestAttemptsRunsStrandedAgain(t *testing.T) {
 // TestAttemptsVerdict runs helper bodies in a child process and checks
 // what Attempts and RunAttempts passed on to the test: a failure of the
 // counting attempt, a skip, an attempt raced or lost once, every
-// attempt stranded, raced or lost, a run that timed out.
+// attempt stranded, raced or lost, Raced off iWARP, a run that timed
+// out.
 func TestAttemptsVerdict(t *testing.T) {
 	if h := os.Getenv("TOOLRUN_ATTEMPT_HELPER"); h != "" {
 		attemptHelper(t, h)
@@ -78,14 +79,16 @@ func TestAttemptsVerdict(t *testing.T) {
 		{"fatal", true, []string{"fatal: the body ends here", "--- FAIL"}},
 		{"cleanup", true, []string{"cleanup failed", "--- FAIL"}},
 		{"skip", false, []string{"--- SKIP", "no device"}},
-		{"stranded", true, []string{"3 attempts of the pair, each lost to siw", "siw left 40 bytes unread", "--- FAIL"}},
-		{"raced", true, []string{"3 attempts of the pair, each lost to siw; the last: the connect failed 3", "--- FAIL"}},
+		{"stranded", true, []string{"3 attempts of the pair, each lost", "siw left 40 bytes unread", "--- FAIL"}},
+		{"raced", true, []string{"3 attempts of the pair, each lost; the last: the connect failed 3", "--- FAIL"}},
 		{"raced once", false, []string{"attempt 1 of the pair: the connect failed 1; running it again", "--- PASS"}},
+		{"lost", true, []string{"3 attempts of the pair, each lost; the last: no ACK 3", "--- FAIL"}},
+		{"lost once", false, []string{"attempt 1 of the pair: no ACK 1; running it again", "--- PASS"}},
 		{"raced off iWARP", true, []string{"not iWARP, so not siw's connect race: the connect failed 1", "--- FAIL"}},
 		{"pass", false, []string{"--- PASS", "logged"}},
 		{"run lost once", false, []string{"attempt 1 of the pair: lost 1; running it again", "--- PASS"}},
-		{"run lost", true, []string{"3 attempts of the pair, each lost to siw; the last: lost 3", "results 3", "--- FAIL"}},
-		{"run stranded", true, []string{"3 attempts of the pair, each lost to siw; the last: siw left 40 bytes unread", "--- FAIL"}},
+		{"run lost", true, []string{"3 attempts of the pair, each lost; the last: lost 3", "results 3", "--- FAIL"}},
+		{"run stranded", true, []string{"3 attempts of the pair, each lost; the last: siw left 40 bytes unread", "--- FAIL"}},
 		{"run timed out", true, []string{"the run of the pair did not end within 1h0m0s", "results 1", "--- FAIL"}},
 	} {
 		t.Run(c.helper, func(t *testing.T) {
@@ -127,7 +130,8 @@ func attemptHelper(t *testing.T, h string) {
 		})
 		return
 	}
-	Attempts(t, "the pair", time.Hour, h != "raced off iWARP", func(a *Attempt) {
+	// Lost is a race of any fabric: "lost" runs as off iWARP.
+	Attempts(t, "the pair", time.Hour, h != "raced off iWARP" && h != "lost", func(a *Attempt) {
 		n++
 		switch h {
 		case "error":
@@ -149,6 +153,13 @@ func attemptHelper(t *testing.T, h string) {
 		case "raced once":
 			if n == 1 {
 				a.Raced("the connect failed 1")
+			}
+		case "lost":
+			a.Lost(fmt.Sprintf("no ACK %d", n))
+			a.Log("must not run")
+		case "lost once":
+			if n == 1 {
+				a.Lost("no ACK 1")
 			}
 		case "pass":
 			a.Log("logged")

@@ -72,7 +72,7 @@ func rpStart(t *testing.T, ctx context.Context, rping string, e rpEnd) (int, <-c
 // both results. The port flag is added to both; the server is ended if
 // the client fails; a run that outlives rpRunTimeout fails the test. On
 // siw, a run that siw's accept race stranded (toolrun.Watchdog) is
-// ended and run again on the next port, up to toolrun.StrandAttempts
+// ended and run again on the next port, up to toolrun.MaxAttempts
 // times.
 func rpPair(t *testing.T, server, client rpEnd) (sr, cr toolrun.Result) {
 	t.Helper()

@@ -70,7 +70,7 @@ func rcFile(t *testing.T, dir string, n int) (string, []byte) {
 // server's result and the clients'. On siw, a run that siw's accept
 // race stranded (toolrun.Watchdog), or in which a Go client's dial to
 // C's server lost siw's connect race (toolrun.ConnectRaced), is run
-// again on the next port, up to toolrun.StrandAttempts times.
+// again on the next port, up to toolrun.MaxAttempts times.
 func rcRun(t *testing.T, server rcEnd, clients []rcEnd) (sr toolrun.Result, crs []toolrun.Result) {
 	t.Helper()
 	toolrun.RunAttempts(t, server.String(), 2*time.Minute, func() (*toolrun.Watchdog, string, string) {

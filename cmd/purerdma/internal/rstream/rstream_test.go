@@ -409,7 +409,7 @@ type rsWaitFunc func(t *testing.T, ctx context.Context, cancel func(), port, pid
 // ended if the client fails; a run that outlives the timeout is killed
 // and fails the test. On siw, a run that siw's accept race stranded
 // (toolrun.Watchdog) is ended and run again on the next port, up to
-// toolrun.StrandAttempts times, and so is a run in which rdma-core's
+// toolrun.MaxAttempts times, and so is a run in which rdma-core's
 // rstream client did not end after the Go server had ended well, which
 // it does against its own server on siw too (docs/testing.md,
 // "rdma-core's rstream client on siw"), or in which the Go client's
