@@ -138,12 +138,12 @@ func (p *proc) connectLost() (why string, lost bool) {
 // gone: with the retry count of purerdma's client (6) its send
 // completes with "transport retry counter exceeded", with librpma's
 // (7) rxe tries for ever and the server waits for ever. So p lost it
-// when it exited with that status and its device had sent a request
-// again since the run began (serverRetries was began), or when it has
-// not exited and its device sends a request again after the last
-// client exited (when serverRetries was ended); ackLost kills p in the
-// second case. iWARP completes a send without an acknowledgement from
-// the peer. It waits for p to exit, or to be killed.
+// when it exits with that status and serverRetries has risen above
+// began, its value when the run began; or when it has not exited and
+// serverRetries rises above ended, its value once the last client had
+// exited, and then ackLost kills p. iWARP completes a send without an
+// acknowledgement from the peer. It waits for p to exit, or to be
+// killed.
 func (p *proc) ackLost(t testing.TB, began, ended int64) (why string, lost bool) {
 	t.Helper()
 	if testenv.CurrentFabric().IWARP {
