@@ -2,8 +2,10 @@ package examples_test
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAckLost: a server lost the acknowledgement of its last message
@@ -37,6 +39,15 @@ func TestAckLost(t *testing.T) {
 			serverRetries = func(testing.TB) int64 { return c.now }
 			t.Cleanup(func() { serverRetries = real })
 			p := start(t, context.Background(), "server", "/bin/sh", "-c", c.script)
+			// The server has printed its lines, and one that ends has
+			// ended, before ackLost looks: an end that races ackLost's
+			// look is TestAckLostExitedBeforeTheKill's.
+			if c.script == waits {
+				p.waitFor(t, "Flush request received", time.Minute)
+			} else {
+				err := <-p.done
+				p.done <- err
+			}
 			why, lost := p.ackLost(t, c.began, 10)
 			if lost != c.lost {
 				t.Fatalf("ackLost() = %q, %v; want lost %v", why, lost, c.lost)
@@ -48,5 +59,31 @@ func TestAckLost(t *testing.T) {
 				t.Errorf("ackLost did not say it killed the waiting server: %q", why)
 			}
 		})
+	}
+}
+
+// TestAckLostExitedBeforeTheKill: a server that failed by itself before
+// its device's retry was seen, but whose end was not yet collected, is
+// judged by how it ended, not as one ackLost killed.
+func TestAckLostExitedBeforeTheKill(t *testing.T) {
+	t.Setenv("PURERDMA_FABRIC", "rxe")
+	real := serverRetries
+	serverRetries = func(testing.TB) int64 { return 11 }
+	t.Cleanup(func() { serverRetries = real })
+	p := &proc{name: "server", done: make(chan error, 1),
+		cmd: exec.Command("/bin/sh", "-c", `printf 'completion failed: remote access error\n' >&2; exit 255`)}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Its end is collected only after ackLost's first look at the
+	// counter (100 ms), which finds it risen, so ackLost kills a
+	// process that has already exited.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		p.done <- p.cmd.Wait()
+	}()
+	if why, lost := p.ackLost(t, 10, 10); lost {
+		t.Fatalf("ackLost() = %q, true; want the server's own failure, not lost", why)
 	}
 }

@@ -2,6 +2,7 @@ package examples_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,33 +152,52 @@ func (p *proc) ackLost(t testing.TB, began, ended int64) (why string, lost bool)
 		return "", false
 	}
 	const status = "transport retry counter exceeded"
+	// exited judges p once it has exited by itself with err.
+	exited := func(err error) (string, bool) {
+		if err == nil || !strings.Contains(p.err.String(), status) {
+			return "", false
+		}
+		n := serverRetries(t)
+		if n <= began {
+			return "", false
+		}
+		return fmt.Sprintf("%s exited (%v) after a send completed with %q, its device having sent requests again (%s: %d, %d when the run began), and its clients had exited 0 with their output: "+
+			"rxe's unacknowledged last message (docs/reliability.md); stdout:\n%s\nstderr:\n%s",
+			p.name, err, status, retryCounter, n, began, p.out.String(), p.err.String()), true
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-p.done:
 			p.done <- err
-			if err == nil || !strings.Contains(p.err.String(), status) {
-				return "", false
-			}
-			n := serverRetries(t)
-			if n <= began {
-				return "", false
-			}
-			return fmt.Sprintf("%s exited (%v) after a send completed with %q, its device having sent requests again (%s: %d, %d when the run began), and its clients had exited 0 with their output: "+
-				"rxe's unacknowledged last message (docs/reliability.md); stdout:\n%s\nstderr:\n%s",
-				p.name, err, status, retryCounter, n, began, p.out.String(), p.err.String()), true
+			return exited(err)
 		case <-tick.C:
-			if n := serverRetries(t); n > ended {
-				p.cmd.Process.Kill()
-				err := <-p.done
-				p.done <- err
-				return fmt.Sprintf("%s had not exited when its device sent a request again (%s: %d, %d when the last client exited 0 with its output); killed (%v): "+
-					"rxe's unacknowledged last message (docs/reliability.md); stdout:\n%s\nstderr:\n%s",
-					p.name, retryCounter, n, ended, err, p.out.String(), p.err.String()), true
+			n := serverRetries(t)
+			if n <= ended {
+				continue
 			}
+			p.cmd.Process.Kill()
+			err := <-p.done
+			p.done <- err
+			if !killed(err) { // it had exited by itself before the kill
+				return exited(err)
+			}
+			return fmt.Sprintf("%s had not exited when its device sent a request again (%s: %d, %d when the last client exited 0 with its output); killed (%v): "+
+				"rxe's unacknowledged last message (docs/reliability.md); stdout:\n%s\nstderr:\n%s",
+				p.name, retryCounter, n, ended, err, p.out.String(), p.err.String()), true
 		}
 	}
+}
+
+// killed reports whether err, a process's end, was SIGKILL's doing.
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
 }
 
 // retryCounter is the rxe counter of requests sent again for want of an
