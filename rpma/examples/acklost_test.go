@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestAckLost: a server lost the acknowledgement of its last message
@@ -76,9 +78,15 @@ func TestAckLostExitedBeforeTheKill(t *testing.T) {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Its end is collected only after ackLost's first look at the
-	// counter (100 ms), which finds it risen, so ackLost kills a
-	// process that has already exited.
+	// It has exited (WNOWAIT leaves it to be collected); its end is
+	// collected only after ackLost's first look at the counter (100 ms),
+	// which finds it risen, so ackLost kills a process that has already
+	// exited. (If the look comes later, ackLost finds the end first:
+	// the verdict is the same.)
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatalf("waitid: %v", err)
+	}
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		p.done <- p.cmd.Wait()
