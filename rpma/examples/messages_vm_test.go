@@ -111,6 +111,10 @@ func run09(t *testing.T, name string) {
 	})
 }
 
+// flushRequest09 is the line 09's server prints for the PMem chain's
+// flush request (the client's data 4 KiB into the device).
+const flushRequest09 = "Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"
+
 // run09PMem is run number run (from 0) of a GPSPM example on PMem; the
 // runs before it, whichever pair ran them, wrote written and
 // translated it to next. A run lost to rxe's unacknowledged last
@@ -124,11 +128,11 @@ func run09PMem(t testing.TB, name string, p pair, pmem string, run int, written,
 	s, c := runExample(t, example{name: name, pair: p,
 		serverArgs: []string{pmem},
 		clientArgs: []string{pmem, "4096"},
-		serverOut:  []string{"Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n"},
+		serverOut:  []string{flushRequest09},
 		clientOut:  []string{"translating...\n"},
 		ackLost:    &lost})
 	for i, r := range lost {
-		if !strings.Contains(r.server.out.String(), "Flush request received: {offset: 0x11, length: 0x400, op_context: 0xF01D}\n") {
+		if !strings.Contains(r.server.out.String(), flushRequest09) {
 			t.Errorf("run %d, attempt %d: the server did not print the flush request:\n%s", run+1, i+1, r.server.out.String())
 		}
 		chain09(t, fmt.Sprintf("run %d, attempt %d", run+1, i+1), run > 0 || i > 0, r.server, r.clients[0], written, next)
