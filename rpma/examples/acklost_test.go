@@ -47,8 +47,7 @@ func TestAckLost(t *testing.T) {
 			if c.script == waits {
 				p.waitFor(t, "Flush request received", time.Minute)
 			} else {
-				err := <-p.done
-				p.done <- err
+				p.end()
 			}
 			why, lost := p.ackLost(t, c.began, 10)
 			if lost != c.lost {

@@ -75,6 +75,14 @@ func start(t testing.TB, ctx context.Context, name, path string, args ...string)
 	return p
 }
 
+// end waits for the process to exit and returns how it ended; it can
+// be called again.
+func (p *proc) end() error {
+	err := <-p.done
+	p.done <- err
+	return err
+}
+
 // waitFor waits until the process's stderr or stdout contains s.
 func (p *proc) waitFor(t testing.TB, s string, d time.Duration) {
 	t.Helper()
@@ -96,8 +104,7 @@ func (p *proc) waitFor(t testing.TB, s string, d time.Duration) {
 // wait waits for the process and checks its exit status.
 func (p *proc) wait(t testing.TB, wantStatus int) {
 	t.Helper()
-	err := <-p.done
-	p.done <- err
+	err := p.end()
 	status := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		status = ee.ExitCode()
@@ -121,8 +128,7 @@ func (p *proc) connectLost() (why string, lost bool) {
 	if !testenv.CurrentFabric().IWARP {
 		return "", false
 	}
-	err := <-p.done
-	p.done <- err
+	err := p.end()
 	const line = "rpma_conn_next_event returned an unexpected event: Connection lost"
 	if err == nil || !strings.Contains(p.err.String(), line) {
 		return "", false
@@ -178,8 +184,7 @@ func (p *proc) ackLost(t testing.TB, began, ended int64) (why string, lost bool)
 				continue
 			}
 			p.cmd.Process.Kill()
-			err := <-p.done
-			p.done <- err
+			err := p.end()
 			if !killed(err) { // it had exited by itself before the kill
 				return exited(err)
 			}
